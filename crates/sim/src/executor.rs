@@ -1,0 +1,908 @@
+//! The executor: tasks (`async` blocks), timers and the run loop.
+//!
+//! A run alternates two steps until it ends: poll every ready task (FIFO, in the
+//! order they were woken), then advance virtual time to the earliest pending timer
+//! and fire it (waking a task or calling a callback). Nothing depends on wall-clock
+//! time or on hash order, so the same inputs always give the same sequence.
+
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+
+use crate::queue::EventQueue;
+use crate::rng::{make_rng, SimRng};
+use crate::slab::{Key, Slab};
+use crate::trace::{TraceEvent, TraceSink};
+use crate::Time;
+
+type BoxFut = Pin<Box<dyn Future<Output = ()>>>;
+
+/// Identity of a task (slot and generation: a finished task's id is never reused
+/// for another task).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskId(Key);
+
+impl TaskId {
+    /// A small integer naming the task's slot (for tables and traces).
+    pub fn index(self) -> u32 {
+        self.0.idx
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.0.idx, self.0.gen)
+    }
+}
+
+/// Handle of a pending timer, for [`Sim::cancel_timer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TimerId(Key);
+
+enum TimerKind {
+    Wake(Waker),
+    Call(Box<dyn FnOnce()>),
+}
+
+/// What a task's waker points at: the task's id, its queued flag and the ready
+/// queue it goes on. Shared (`Rc`) by every clone of the task's waker.
+struct WakeHandle {
+    task: TaskId,
+    queued: Cell<bool>,
+    ready: Rc<RefCell<VecDeque<Rc<WakeHandle>>>>,
+}
+
+impl WakeHandle {
+    fn wake(self: &Rc<Self>) {
+        if !self.queued.replace(true) {
+            self.ready.borrow_mut().push_back(self.clone());
+        }
+    }
+}
+
+// The wakers of this executor are built on `Rc`, not `Arc`: a simulation and every
+// waker it hands out live on one thread (a `Sim` is `!Send`, and so is every model
+// future, since they hold `Rc`s). `Waker` is `Send + Sync` by type, so this relies
+// on model code never moving a waker to another thread, which nothing in wbsim does
+// (parallelism is only across whole, independent runs).
+static VTABLE: RawWakerVTable = RawWakerVTable::new(w_clone, w_wake, w_wake_by_ref, w_drop);
+
+unsafe fn w_clone(p: *const ()) -> RawWaker {
+    // SAFETY: `p` came from `Rc::as_ptr`/`Rc::into_raw` of a live `Rc<WakeHandle>`
+    // (the waker being cloned keeps it alive); we add one strong count for the clone.
+    unsafe { Rc::increment_strong_count(p as *const WakeHandle) };
+    RawWaker::new(p, &VTABLE)
+}
+unsafe fn w_wake(p: *const ()) {
+    // SAFETY: an owned waker holds one strong count, which we take back here.
+    let h = unsafe { Rc::from_raw(p as *const WakeHandle) };
+    h.wake();
+}
+unsafe fn w_wake_by_ref(p: *const ()) {
+    // SAFETY: the waker is alive for the duration of the call, so is its `Rc`.
+    let h = ManuallyDrop::new(unsafe { Rc::from_raw(p as *const WakeHandle) });
+    h.wake();
+}
+unsafe fn w_drop(p: *const ()) {
+    // SAFETY: an owned waker holds one strong count, released here.
+    unsafe { Rc::decrement_strong_count(p as *const WakeHandle) };
+}
+
+fn waker_of(h: &Rc<WakeHandle>) -> Waker {
+    let p = Rc::into_raw(h.clone()) as *const ();
+    // SAFETY: the vtable's contract holds for `p` (one strong count owned by the
+    // new waker); see the note on `VTABLE` for the single-thread requirement.
+    unsafe { Waker::from_raw(RawWaker::new(p, &VTABLE)) }
+}
+
+struct Task {
+    name: Rc<str>,
+    fut: Option<BoxFut>,
+    handle: Rc<WakeHandle>,
+    daemon: bool,
+    cancel_requested: bool,
+    waiting_on: Option<Cow<'static, str>>,
+}
+
+struct Inner {
+    seed: u64,
+    now: Cell<Time>,
+    queue: RefCell<EventQueue>,
+    timers: RefCell<Slab<TimerKind>>,
+    tasks: RefCell<Slab<Task>>,
+    ready: Rc<RefCell<VecDeque<Rc<WakeHandle>>>>,
+    current: Cell<Option<TaskId>>,
+    trace: RefCell<TraceSink>,
+    trace_on: Cell<bool>,
+    events: Cell<u64>,
+    polls: Cell<u64>,
+    stop: Cell<bool>,
+}
+
+/// Handle on one simulation. Cheap to clone (an `Rc`); model components keep one.
+#[derive(Clone)]
+pub struct Sim(Rc<Inner>);
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// Nothing left to do: every non-daemon task finished and no timer is pending.
+    Finished,
+    /// Reached the time limit; `now()` is the limit.
+    TimeLimit,
+    /// The condition given to [`Sim::run_while`] stopped holding.
+    Condition,
+    /// A component called [`Sim::stop`].
+    Stopped,
+}
+
+/// A task that could never run again when the run ran out of events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedTask {
+    pub id: TaskId,
+    pub name: String,
+    /// What it waits on, as the primitive it blocks in described it.
+    pub waiting_on: String,
+}
+
+/// Every non-daemon task is blocked and no timer is pending: the run can never
+/// progress. Either a model bug or a modelled deadlock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deadlock {
+    pub time: Time,
+    pub blocked: Vec<BlockedTask>,
+}
+
+impl fmt::Display for Deadlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "deadlock at t={}: {} task(s) blocked with no pending timer:",
+            crate::fmt_ns(self.time),
+            self.blocked.len()
+        )?;
+        for b in &self.blocked {
+            writeln!(f, "  task {} '{}' waiting on {}", b.id, b.name, b.waiting_on)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Deadlock {}
+
+impl Sim {
+    /// A new simulation at time 0 whose random substreams derive from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Sim(Rc::new(Inner {
+            seed,
+            now: Cell::new(0),
+            queue: RefCell::new(EventQueue::new()),
+            timers: RefCell::new(Slab::new()),
+            tasks: RefCell::new(Slab::new()),
+            ready: Rc::new(RefCell::new(VecDeque::new())),
+            current: Cell::new(None),
+            trace: RefCell::new(TraceSink::Off),
+            trace_on: Cell::new(false),
+            events: Cell::new(0),
+            polls: Cell::new(0),
+            stop: Cell::new(false),
+        }))
+    }
+
+    /// Current virtual time, ns.
+    #[inline]
+    pub fn now(&self) -> Time {
+        self.0.now.get()
+    }
+
+    /// The run seed.
+    pub fn seed(&self) -> u64 {
+        self.0.seed
+    }
+
+    /// A generator for the named substream (same name, same numbers).
+    pub fn rng(&self, name: &str) -> SimRng {
+        make_rng(self.0.seed, name)
+    }
+
+    /// Timer events fired so far.
+    pub fn events(&self) -> u64 {
+        self.0.events.get()
+    }
+
+    /// Task polls so far.
+    pub fn polls(&self) -> u64 {
+        self.0.polls.get()
+    }
+
+    /// Timers still pending (including cancelled ones not yet popped).
+    pub fn pending_timers(&self) -> usize {
+        self.0.timers.borrow().len()
+    }
+
+    /// Live tasks.
+    pub fn live_tasks(&self) -> usize {
+        self.0.tasks.borrow().len()
+    }
+
+    // ---------------------------------------------------------------- tasks
+
+    /// Spawns a task. It first runs at the current instant, after tasks already
+    /// ready. Its result is read through the returned handle.
+    pub fn spawn<T: 'static>(
+        &self,
+        name: impl Into<Rc<str>>,
+        fut: impl Future<Output = T> + 'static,
+    ) -> JoinHandle<T> {
+        self.spawn_inner(name.into(), fut, false)
+    }
+
+    /// Spawns a daemon: a service task (a worker pool, a flusher) that may stay
+    /// blocked forever without that being reported as a deadlock.
+    pub fn spawn_daemon<T: 'static>(
+        &self,
+        name: impl Into<Rc<str>>,
+        fut: impl Future<Output = T> + 'static,
+    ) -> JoinHandle<T> {
+        self.spawn_inner(name.into(), fut, true)
+    }
+
+    fn spawn_inner<T: 'static>(
+        &self,
+        name: Rc<str>,
+        fut: impl Future<Output = T> + 'static,
+        daemon: bool,
+    ) -> JoinHandle<T> {
+        let state = Rc::new(JoinState {
+            result: RefCell::new(None),
+            done: Cell::new(false),
+            cancelled: Cell::new(false),
+            waiters: RefCell::new(Vec::new()),
+        });
+        let st = state.clone();
+        let wrapped: BoxFut = Box::pin(async move {
+            let r = fut.await;
+            *st.result.borrow_mut() = Some(r);
+            st.done.set(true);
+            for w in st.waiters.borrow_mut().drain(..) {
+                w.wake();
+            }
+        });
+        let id = {
+            let mut tasks = self.0.tasks.borrow_mut();
+            // Insert a placeholder to learn the key, then fill the handle in.
+            let key = tasks.insert(Task {
+                name: name.clone(),
+                fut: Some(wrapped),
+                handle: Rc::new(WakeHandle {
+                    task: TaskId(Key { idx: 0, gen: 0 }),
+                    queued: Cell::new(false),
+                    ready: self.0.ready.clone(),
+                }),
+                daemon,
+                cancel_requested: false,
+                waiting_on: None,
+            });
+            let id = TaskId(key);
+            let t = tasks.get_mut(key).expect("just inserted");
+            t.handle = Rc::new(WakeHandle {
+                task: id,
+                queued: Cell::new(false),
+                ready: self.0.ready.clone(),
+            });
+            t.handle.wake();
+            id
+        };
+        JoinHandle {
+            id,
+            name,
+            state,
+        }
+    }
+
+    /// The task being polled, if any.
+    #[inline]
+    pub fn current(&self) -> Option<TaskId> {
+        self.0.current.get()
+    }
+
+    /// The task being polled; panics outside a task (a model bug).
+    pub fn current_task(&self) -> TaskId {
+        self.0
+            .current
+            .get()
+            .expect("sim: called outside a task; this needs a running task")
+    }
+
+    /// A task's name (`None` once it finished).
+    pub fn task_name(&self, id: TaskId) -> Option<Rc<str>> {
+        self.0.tasks.borrow().get(id.0).map(|t| t.name.clone())
+    }
+
+    /// Whether the task is still alive.
+    pub fn is_alive(&self, id: TaskId) -> bool {
+        self.0.tasks.borrow().get(id.0).is_some()
+    }
+
+    /// Records what the current task is about to block on, for the deadlock
+    /// report. Cleared each time the task is polled again.
+    pub fn set_waiting_on(&self, what: impl Into<Cow<'static, str>>) {
+        if let Some(id) = self.0.current.get() {
+            if let Some(t) = self.0.tasks.borrow_mut().get_mut(id.0) {
+                t.waiting_on = Some(what.into());
+            }
+        }
+    }
+
+    /// Wakes a task by id (no effect on a finished task).
+    pub fn wake(&self, id: TaskId) {
+        let h = self.0.tasks.borrow().get(id.0).map(|t| t.handle.clone());
+        if let Some(h) = h {
+            h.wake();
+        }
+    }
+
+    /// Cancels a task: its future is dropped (which cancels its pending timers and
+    /// leaves whatever it waited on), now or, if it is the task being polled, as
+    /// soon as its current poll returns. Tasks joining it stay blocked.
+    pub fn cancel(&self, id: TaskId) {
+        if self.0.current.get() == Some(id) {
+            if let Some(t) = self.0.tasks.borrow_mut().get_mut(id.0) {
+                t.cancel_requested = true;
+            }
+            return;
+        }
+        let task = self.0.tasks.borrow_mut().remove(id.0);
+        // Dropped outside the borrow: dropping a future may cancel timers or wake.
+        drop(task);
+    }
+
+    // --------------------------------------------------------------- timers
+
+    /// Calls `f` at time `at` (or now, if `at` is in the past).
+    pub fn schedule_at(&self, at: Time, f: impl FnOnce() + 'static) -> TimerId {
+        self.add_timer(at, TimerKind::Call(Box::new(f)))
+    }
+
+    /// Calls `f` after `delay` ns.
+    pub fn schedule_in(&self, delay: Time, f: impl FnOnce() + 'static) -> TimerId {
+        self.schedule_at(self.now().saturating_add(delay), f)
+    }
+
+    /// Wakes `waker` at time `at`.
+    pub fn wake_at(&self, at: Time, waker: Waker) -> TimerId {
+        self.add_timer(at, TimerKind::Wake(waker))
+    }
+
+    fn add_timer(&self, at: Time, kind: TimerKind) -> TimerId {
+        let at = at.max(self.now());
+        let key = self.0.timers.borrow_mut().insert(kind);
+        self.0.queue.borrow_mut().push(at, key);
+        TimerId(key)
+    }
+
+    /// Cancels a pending timer. Returns whether it was still pending.
+    pub fn cancel_timer(&self, id: TimerId) -> bool {
+        let t = self.0.timers.borrow_mut().remove(id.0);
+        t.is_some()
+    }
+
+    /// A future that completes `delay` ns from now.
+    pub fn sleep(&self, delay: Time) -> Sleep {
+        self.sleep_until(self.now().saturating_add(delay))
+    }
+
+    /// A future that completes at time `at`.
+    pub fn sleep_until(&self, at: Time) -> Sleep {
+        Sleep {
+            sim: self.clone(),
+            deadline: at,
+            timer: None,
+        }
+    }
+
+    // ---------------------------------------------------------------- trace
+
+    /// Sets where trace events go.
+    pub fn set_trace(&self, sink: TraceSink) {
+        self.0.trace_on.set(sink.enabled());
+        *self.0.trace.borrow_mut() = sink;
+    }
+
+    /// Whether tracing is on (so callers can skip preparing fields).
+    #[inline]
+    pub fn tracing(&self) -> bool {
+        self.0.trace_on.get()
+    }
+
+    /// Emits a trace event named like a kernel tracepoint; `fields` is only
+    /// called when tracing is on.
+    #[inline]
+    pub fn trace(&self, name: &'static str, fields: impl FnOnce() -> String) {
+        if self.0.trace_on.get() {
+            self.trace_slow(name, fields());
+        }
+    }
+
+    fn trace_slow(&self, name: &'static str, fields: String) {
+        let task = self
+            .current()
+            .and_then(|id| self.task_name(id))
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| "-".to_string());
+        self.0.trace.borrow_mut().emit(TraceEvent {
+            time: self.now(),
+            task,
+            name,
+            fields,
+        });
+    }
+
+    /// Takes the events kept by a `TraceSink::Memory` sink (empty otherwise).
+    pub fn take_trace(&self) -> Vec<TraceEvent> {
+        match &mut *self.0.trace.borrow_mut() {
+            TraceSink::Memory(v) => std::mem::take(v),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Flushes a writer sink.
+    pub fn flush_trace(&self) -> std::io::Result<()> {
+        match &mut *self.0.trace.borrow_mut() {
+            TraceSink::Writer(w) => w.flush(),
+            _ => Ok(()),
+        }
+    }
+
+    // ------------------------------------------------------------------ run
+
+    /// Asks the run loop to return [`RunOutcome::Stopped`] after the current step.
+    pub fn stop(&self) {
+        self.0.stop.set(true);
+    }
+
+    /// Runs until nothing is left to do.
+    pub fn run(&self) -> Result<RunOutcome, Deadlock> {
+        self.run_loop(Time::MAX, &mut || true)
+    }
+
+    /// Runs until virtual time `limit` (events at exactly `limit` still run).
+    pub fn run_until(&self, limit: Time) -> Result<RunOutcome, Deadlock> {
+        self.run_loop(limit, &mut || true)
+    }
+
+    /// Runs while `cond()` holds (checked after every step) and time <= `limit`.
+    pub fn run_while(
+        &self,
+        limit: Time,
+        mut cond: impl FnMut() -> bool,
+    ) -> Result<RunOutcome, Deadlock> {
+        self.run_loop(limit, &mut cond)
+    }
+
+    fn run_loop(
+        &self,
+        limit: Time,
+        cond: &mut dyn FnMut() -> bool,
+    ) -> Result<RunOutcome, Deadlock> {
+        self.0.stop.set(false);
+        loop {
+            self.poll_ready();
+            if self.0.stop.replace(false) {
+                return Ok(RunOutcome::Stopped);
+            }
+            if !cond() {
+                return Ok(RunOutcome::Condition);
+            }
+            let next = self.0.queue.borrow().peek_time();
+            let Some(t) = next else {
+                return self.finish();
+            };
+            if t > limit {
+                self.0.now.set(limit);
+                return Ok(RunOutcome::TimeLimit);
+            }
+            let e = self.0.queue.borrow_mut().pop().expect("peeked");
+            let kind = self.0.timers.borrow_mut().remove(e.timer);
+            let Some(kind) = kind else {
+                continue; // cancelled
+            };
+            self.0.now.set(e.time);
+            self.0.events.set(self.0.events.get() + 1);
+            match kind {
+                TimerKind::Wake(w) => w.wake(),
+                TimerKind::Call(f) => f(),
+            }
+        }
+    }
+
+    fn finish(&self) -> Result<RunOutcome, Deadlock> {
+        let tasks = self.0.tasks.borrow();
+        let blocked: Vec<BlockedTask> = tasks
+            .iter()
+            .filter(|(_, t)| !t.daemon)
+            .map(|(k, t)| BlockedTask {
+                id: TaskId(k),
+                name: t.name.to_string(),
+                waiting_on: t
+                    .waiting_on
+                    .as_deref()
+                    .unwrap_or("(nothing recorded: a bare future with no waker)")
+                    .to_string(),
+            })
+            .collect();
+        if blocked.is_empty() {
+            Ok(RunOutcome::Finished)
+        } else {
+            Err(Deadlock {
+                time: self.now(),
+                blocked,
+            })
+        }
+    }
+
+    fn poll_ready(&self) {
+        loop {
+            let next = self.0.ready.borrow_mut().pop_front();
+            let Some(handle) = next else { break };
+            handle.queued.set(false);
+            let id = handle.task;
+            let fut = {
+                let mut tasks = self.0.tasks.borrow_mut();
+                match tasks.get_mut(id.0) {
+                    Some(t) => {
+                        t.waiting_on = None;
+                        t.fut.take()
+                    }
+                    None => None,
+                }
+            };
+            let Some(mut fut) = fut else { continue };
+            self.0.polls.set(self.0.polls.get() + 1);
+            let waker = ManuallyDrop::new(waker_of_borrowed(&handle));
+            let mut cx = Context::from_waker(&waker);
+            self.0.current.set(Some(id));
+            let res = fut.as_mut().poll(&mut cx);
+            self.0.current.set(None);
+            let finished = match res {
+                Poll::Ready(()) => true,
+                Poll::Pending => {
+                    let mut tasks = self.0.tasks.borrow_mut();
+                    match tasks.get_mut(id.0) {
+                        Some(t) if !t.cancel_requested => {
+                            t.fut = Some(fut);
+                            fut = Box::pin(std::future::ready(()));
+                            false
+                        }
+                        _ => true,
+                    }
+                }
+            };
+            if finished {
+                let t = self.0.tasks.borrow_mut().remove(id.0);
+                drop(t);
+            }
+            drop(fut);
+        }
+    }
+}
+
+/// A waker for polling, without touching the reference count: the caller wraps
+/// it in `ManuallyDrop` and `handle` outlives it.
+fn waker_of_borrowed(h: &Rc<WakeHandle>) -> Waker {
+    let p = Rc::as_ptr(h) as *const ();
+    // SAFETY: `p` points at a live `WakeHandle` for as long as the returned waker
+    // is used (the poll); the waker is never dropped (ManuallyDrop), so no count
+    // is released that was not taken. Clones made during the poll take their own.
+    unsafe { Waker::from_raw(RawWaker::new(p, &VTABLE)) }
+}
+
+/// Keeps `waker_of` in use for callers that want an owned waker for a task.
+impl Sim {
+    /// An owned waker for a live task.
+    pub fn waker(&self, id: TaskId) -> Option<Waker> {
+        self.0.tasks.borrow().get(id.0).map(|t| waker_of(&t.handle))
+    }
+}
+
+// ------------------------------------------------------------------- Sleep
+
+/// Future returned by [`Sim::sleep`]: completes at its deadline. Dropping it
+/// before then cancels its timer.
+pub struct Sleep {
+    sim: Sim,
+    deadline: Time,
+    timer: Option<TimerId>,
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.sim.now() >= self.deadline {
+            self.timer = None;
+            return Poll::Ready(());
+        }
+        if self.timer.is_none() {
+            let t = self.sim.wake_at(self.deadline, cx.waker().clone());
+            self.timer = Some(t);
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some(t) = self.timer.take() {
+            self.sim.cancel_timer(t);
+        }
+    }
+}
+
+/// Yields once: the task goes to the back of the ready queue at the same instant.
+pub fn yield_now() -> impl Future<Output = ()> {
+    let mut yielded = false;
+    std::future::poll_fn(move |cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+}
+
+// -------------------------------------------------------------- JoinHandle
+
+struct JoinState<T> {
+    result: RefCell<Option<T>>,
+    done: Cell<bool>,
+    cancelled: Cell<bool>,
+    waiters: RefCell<Vec<Waker>>,
+}
+
+/// Handle on a spawned task: await it for its result (`join`), or read the
+/// result after the run with [`JoinHandle::result`].
+pub struct JoinHandle<T> {
+    id: TaskId,
+    name: Rc<str>,
+    state: Rc<JoinState<T>>,
+}
+
+impl<T> JoinHandle<T> {
+    /// The task's id.
+    pub fn id(&self) -> TaskId {
+        self.id
+    }
+
+    /// Whether the task has finished.
+    pub fn is_finished(&self) -> bool {
+        self.state.done.get()
+    }
+
+    /// Takes the result, if the task finished (and it was not taken already).
+    pub fn result(&self) -> Option<T> {
+        self.state.result.borrow_mut().take()
+    }
+
+    /// Cancels the task (see [`Sim::cancel`]).
+    pub fn cancel(&self, sim: &Sim) {
+        self.state.cancelled.set(true);
+        sim.cancel(self.id);
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = T;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        if let Some(r) = self.state.result.borrow_mut().take() {
+            return Poll::Ready(r);
+        }
+        if self.state.done.get() {
+            panic!("sim: result of task '{}' awaited twice", self.name);
+        }
+        self.state.waiters.borrow_mut().push(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MSEC, USEC};
+
+    #[test]
+    fn sleep_advances_time() {
+        let sim = Sim::new(1);
+        let s = sim.clone();
+        let h = sim.spawn("t", async move {
+            s.sleep(3 * MSEC).await;
+            s.sleep(USEC).await;
+            s.now()
+        });
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(h.result(), Some(3 * MSEC + USEC));
+    }
+
+    #[test]
+    fn same_instant_is_fifo_by_scheduling_order() {
+        let sim = Sim::new(1);
+        let log = Rc::new(RefCell::new(Vec::new()));
+        for i in 0..5 {
+            let (s, log) = (sim.clone(), log.clone());
+            sim.spawn(format!("t{i}"), async move {
+                s.sleep(10).await;
+                log.borrow_mut().push(i);
+            });
+        }
+        sim.run().unwrap();
+        assert_eq!(*log.borrow(), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn join_returns_result() {
+        let sim = Sim::new(1);
+        let s = sim.clone();
+        let h = sim.spawn("parent", async move {
+            let s2 = s.clone();
+            let child = s.spawn("child", async move {
+                s2.sleep(5).await;
+                42
+            });
+            child.await + 1
+        });
+        sim.run().unwrap();
+        assert_eq!(h.result(), Some(43));
+    }
+
+    #[test]
+    fn time_limit_stops_and_resumes() {
+        let sim = Sim::new(1);
+        let s = sim.clone();
+        let h = sim.spawn("t", async move {
+            s.sleep(10 * MSEC).await;
+            s.now()
+        });
+        assert_eq!(sim.run_until(4 * MSEC), Ok(RunOutcome::TimeLimit));
+        assert_eq!(sim.now(), 4 * MSEC);
+        assert!(!h.is_finished());
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(h.result(), Some(10 * MSEC));
+    }
+
+    #[test]
+    fn run_while_condition() {
+        let sim = Sim::new(1);
+        let count = Rc::new(Cell::new(0));
+        let (s, c) = (sim.clone(), count.clone());
+        sim.spawn("ticker", async move {
+            loop {
+                s.sleep(MSEC).await;
+                c.set(c.get() + 1);
+            }
+        });
+        let c = count.clone();
+        assert_eq!(
+            sim.run_while(Time::MAX, || c.get() < 7),
+            Ok(RunOutcome::Condition)
+        );
+        assert_eq!(count.get(), 7);
+        assert_eq!(sim.now(), 7 * MSEC);
+    }
+
+    #[test]
+    fn cancel_drops_pending_timers() {
+        let sim = Sim::new(1);
+        let s = sim.clone();
+        let fired = Rc::new(Cell::new(false));
+        let f = fired.clone();
+        let h = sim.spawn("victim", async move {
+            s.sleep(10 * MSEC).await;
+            f.set(true);
+        });
+        sim.run_until(MSEC).unwrap();
+        assert_eq!(sim.pending_timers(), 1);
+        h.cancel(&sim);
+        assert_eq!(sim.pending_timers(), 0);
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert!(!fired.get());
+        assert_eq!(sim.live_tasks(), 0);
+    }
+
+    #[test]
+    fn callbacks_and_cancel_timer() {
+        let sim = Sim::new(1);
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let l = log.clone();
+        let s = sim.clone();
+        sim.schedule_at(5, move || l.borrow_mut().push(s.now()));
+        let l = log.clone();
+        let t = sim.schedule_at(7, move || l.borrow_mut().push(999));
+        assert!(sim.cancel_timer(t));
+        assert!(!sim.cancel_timer(t));
+        sim.run().unwrap();
+        assert_eq!(*log.borrow(), vec![5]);
+    }
+
+    #[test]
+    fn deadlock_is_reported_not_hung() {
+        let sim = Sim::new(1);
+        let s = sim.clone();
+        sim.spawn("stuck", async move {
+            s.set_waiting_on("mutex:demo");
+            std::future::pending::<()>().await;
+        });
+        let s = sim.clone();
+        sim.spawn_daemon("worker", async move {
+            s.set_waiting_on("idle");
+            std::future::pending::<()>().await;
+        });
+        let err = sim.run().unwrap_err();
+        assert_eq!(err.blocked.len(), 1);
+        assert_eq!(err.blocked[0].name, "stuck");
+        assert_eq!(err.blocked[0].waiting_on, "mutex:demo");
+        assert!(err.to_string().contains("waiting on mutex:demo"));
+    }
+
+    #[test]
+    fn daemons_alone_finish_cleanly() {
+        let sim = Sim::new(1);
+        sim.spawn_daemon("idle", std::future::pending::<()>());
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+    }
+
+    #[test]
+    fn yield_lets_others_run() {
+        let sim = Sim::new(1);
+        let log = Rc::new(RefCell::new(Vec::new()));
+        for i in 0..2 {
+            let l = log.clone();
+            sim.spawn("y", async move {
+                l.borrow_mut().push(i);
+                yield_now().await;
+                l.borrow_mut().push(i + 10);
+            });
+        }
+        sim.run().unwrap();
+        assert_eq!(*log.borrow(), vec![0, 1, 10, 11]);
+    }
+
+    #[test]
+    fn trace_records_task_and_time() {
+        let sim = Sim::new(1);
+        sim.set_trace(TraceSink::Memory(Vec::new()));
+        let s = sim.clone();
+        sim.spawn("flush-8:0", async move {
+            s.sleep(1500).await;
+            s.trace("writeback_start", || "bdi 8:0 nr_pages=1024".into());
+        });
+        sim.run().unwrap();
+        let t = sim.take_trace();
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].time, 1500);
+        assert_eq!(t[0].task, "flush-8:0");
+        assert!(t[0].line().contains("writeback_start: bdi 8:0"));
+    }
+
+    #[test]
+    fn self_cancel_takes_effect_after_poll() {
+        let sim = Sim::new(1);
+        let s = sim.clone();
+        let reached = Rc::new(Cell::new(false));
+        let r = reached.clone();
+        sim.spawn("selfcancel", async move {
+            let me = s.current_task();
+            s.cancel(me);
+            s.sleep(5).await;
+            r.set(true);
+        });
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert!(!reached.get());
+    }
+}

@@ -1,0 +1,3 @@
+//! The modelled kernel, laid out like `linux/`.
+
+pub mod kernel;
