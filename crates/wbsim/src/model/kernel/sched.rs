@@ -1,1 +1,985 @@
-//! (being written)
+//! CPUs and the scheduler: who runs where, and for how long.
+//!
+//! Models the fair class of kernel/sched/fair.c (CFS/EEVDF) at the level that
+//! matters for writeback and lock studies: N CPUs; a task consumes CPU with
+//! [`Sched::cpu`]; runnable tasks share CPUs by weighted virtual runtime
+//! (`sched_prio_to_weight`, nice -20..19) with time slices (`sysctl_sched_base_slice`);
+//! a waking task's vruntime is placed near `min_vruntime` (`place_entity`), and it
+//! preempts the running task whose vruntime is larger by more than the wakeup
+//! granularity (`check_preempt_wakeup_fair`); cpusets confine a cgroup's tasks.
+//! Accounting per task and per cgroup: running time, runnable-but-waiting time
+//! (schedstats' `wait_sum`), and per cgroup the time at least one of its tasks was
+//! waiting for a CPU (PSI `cpu.pressure` "some").
+//!
+//! Simplified: one global pick over all CPUs a task may use (ideal load balancing,
+//! no per-CPU run queues or migration cost); no group scheduling (cgroup
+//! `cpu.weight` and bandwidth limits are not modelled, all tasks compete as peers);
+//! no RT class; context switches cost nothing. A task is "running" only while it is
+//! inside `cpu()`; between awaits model code takes no time.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use sim::{JoinHandle, Sim, TaskId, Time, TimerId, MSEC, USEC};
+
+/// `sched_prio_to_weight` (kernel/sched/core.c): load weight per nice level,
+/// nice -20 at index 0; nice 0 = 1024; each step is ~1.25x.
+const PRIO_TO_WEIGHT: [u64; 40] = [
+    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904,
+    3906, 3121, 2501, 1991, 1586, 1277, 1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87,
+    70, 56, 45, 36, 29, 23, 18, 15,
+];
+
+/// Weight of nice 0 (`NICE_0_LOAD` without the fixed-point shift).
+const NICE_0_WEIGHT: u64 = 1024;
+
+/// Load weight of a nice value (clamped to -20..=19 as the kernel does).
+pub fn nice_to_weight(nice: i32) -> u64 {
+    PRIO_TO_WEIGHT[(nice.clamp(-20, 19) + 20) as usize]
+}
+
+/// Scheduler parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchedParams {
+    /// Number of CPUs.
+    pub nr_cpus: usize,
+    /// Time slice, ns: `sysctl_sched_base_slice` = 0.75 ms scaled by
+    /// `1 + ilog2(min(ncpus, 8))` (SCHED_TUNABLESCALING_LOG, kernel/sched/fair.c).
+    pub base_slice_ns: Time,
+    /// Wakeup preemption granularity, ns: a woken task preempts a running one only
+    /// if its vruntime is smaller by more than this (CFS's
+    /// `sysctl_sched_wakeup_granularity`, 1 ms scaled like the slice).
+    pub wakeup_granularity_ns: Time,
+    /// Sleeper credit, ns: a waking task is placed no lower than `min_vruntime`
+    /// minus this (CFS `place_entity` with GENTLE_FAIR_SLEEPERS: half of
+    /// `sysctl_sched_latency`, 6 ms scaled).
+    pub sleeper_credit_ns: Time,
+}
+
+impl SchedParams {
+    /// The kernel's defaults for `nr_cpus` CPUs.
+    pub fn for_cpus(nr_cpus: usize) -> Self {
+        let factor = 1 + (nr_cpus.clamp(1, 8) as u64).ilog2() as u64;
+        SchedParams {
+            nr_cpus,
+            base_slice_ns: 750 * USEC * factor,
+            wakeup_granularity_ns: MSEC * factor,
+            sleeper_credit_ns: 3 * MSEC * factor,
+        }
+    }
+}
+
+/// A cgroup as the scheduler sees it (an index into [`Sched`]'s table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CgroupId(pub usize);
+
+impl CgroupId {
+    /// The root cgroup, which always exists and may use every CPU.
+    pub const ROOT: CgroupId = CgroupId(0);
+}
+
+/// CPU time accounting of a task or cgroup, ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuStats {
+    /// Time on a CPU.
+    pub run_ns: Time,
+    /// Time runnable but waiting for a CPU (summed over tasks).
+    pub wait_ns: Time,
+    /// Cgroups only: time at least one task was waiting (PSI cpu "some").
+    pub some_ns: Time,
+    /// Times a task was preempted (slice end or wakeup preemption).
+    pub preemptions: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Not asking for CPU (between `cpu()` calls, or blocked).
+    Idle,
+    /// Waiting for a CPU since the given time.
+    Runnable { since: Time },
+    /// On `cpu` since `since`.
+    Running { cpu: usize, since: Time },
+}
+
+struct Entity {
+    name: Rc<str>,
+    cgroup: CgroupId,
+    weight: u64,
+    vruntime: u64,
+    state: State,
+    /// Service still owed to the current `cpu()` request, ns.
+    remaining: Time,
+    /// Whether the current request may be preempted.
+    preemptible: bool,
+    /// Completion flag of the current request, read by its future.
+    done: bool,
+    waker: Option<Waker>,
+    /// Order of becoming runnable, for FIFO ties.
+    enq_seq: u64,
+    stats: CpuStats,
+}
+
+struct Cgroup {
+    name: String,
+    /// Allowed CPUs (cpuset.cpus), one flag per CPU.
+    cpus: Vec<bool>,
+    stats: CpuStats,
+    nr_waiting: usize,
+    waiting_since: Time,
+}
+
+struct Cpu {
+    current: Option<TaskId>,
+    timer: Option<TimerId>,
+    busy_ns: Time,
+}
+
+struct Inner {
+    sim: Sim,
+    params: SchedParams,
+    cpus: RefCell<Vec<Cpu>>,
+    tasks: RefCell<BTreeMap<TaskId, Entity>>,
+    /// Runnable tasks ordered by (vruntime, enqueue order).
+    runnable: RefCell<BTreeSet<(u64, u64, TaskId)>>,
+    cgroups: RefCell<Vec<Cgroup>>,
+    min_vruntime: Cell<u64>,
+    seq: Cell<u64>,
+}
+
+/// The scheduler of one modelled machine. Cheap to clone.
+#[derive(Clone)]
+pub struct Sched(Rc<Inner>);
+
+impl Sched {
+    /// A machine with `params.nr_cpus` idle CPUs and a root cgroup.
+    pub fn new(sim: &Sim, params: SchedParams) -> Self {
+        assert!(params.nr_cpus > 0, "sched: a machine needs at least one CPU");
+        let n = params.nr_cpus;
+        Sched(Rc::new(Inner {
+            sim: sim.clone(),
+            cpus: RefCell::new(
+                (0..n)
+                    .map(|_| Cpu {
+                        current: None,
+                        timer: None,
+                        busy_ns: 0,
+                    })
+                    .collect(),
+            ),
+            tasks: RefCell::new(BTreeMap::new()),
+            runnable: RefCell::new(BTreeSet::new()),
+            cgroups: RefCell::new(vec![Cgroup {
+                name: "/".into(),
+                cpus: vec![true; n],
+                stats: CpuStats::default(),
+                nr_waiting: 0,
+                waiting_since: 0,
+            }]),
+            min_vruntime: Cell::new(0),
+            seq: Cell::new(0),
+            params,
+        }))
+    }
+
+    /// The simulation this scheduler runs in.
+    pub fn sim(&self) -> &Sim {
+        &self.0.sim
+    }
+
+    /// Parameters in force.
+    pub fn params(&self) -> &SchedParams {
+        &self.0.params
+    }
+
+    /// Number of CPUs.
+    pub fn nr_cpus(&self) -> usize {
+        self.0.params.nr_cpus
+    }
+
+    /// Creates a cgroup confined to `cpus` (its cpuset), or to every CPU if `None`.
+    /// Errors if a CPU number is out of range or the set is empty.
+    pub fn add_cgroup(&self, name: &str, cpus: Option<&[usize]>) -> Result<CgroupId, String> {
+        let n = self.nr_cpus();
+        let mask = match cpus {
+            None => vec![true; n],
+            Some(list) => {
+                if list.is_empty() {
+                    return Err(format!("cgroup '{name}': empty cpuset"));
+                }
+                let mut m = vec![false; n];
+                for &c in list {
+                    if c >= n {
+                        return Err(format!(
+                            "cgroup '{name}': cpuset names CPU {c} but the machine has CPUs 0-{}",
+                            n - 1
+                        ));
+                    }
+                    m[c] = true;
+                }
+                m
+            }
+        };
+        let mut cg = self.0.cgroups.borrow_mut();
+        cg.push(Cgroup {
+            name: name.to_string(),
+            cpus: mask,
+            stats: CpuStats::default(),
+            nr_waiting: 0,
+            waiting_since: 0,
+        });
+        Ok(CgroupId(cg.len() - 1))
+    }
+
+    /// A cgroup's name.
+    pub fn cgroup_name(&self, cg: CgroupId) -> String {
+        self.0.cgroups.borrow()[cg.0].name.clone()
+    }
+
+    /// Spawns a task in `cgroup` with `nice`.
+    pub fn spawn<T: 'static>(
+        &self,
+        name: &str,
+        cgroup: CgroupId,
+        nice: i32,
+        fut: impl Future<Output = T> + 'static,
+    ) -> JoinHandle<T> {
+        let h = self.0.sim.spawn(name, fut);
+        self.register(h.id(), name, cgroup, nice);
+        h
+    }
+
+    /// Spawns a daemon (a kernel thread that may idle forever) in `cgroup`.
+    pub fn spawn_daemon<T: 'static>(
+        &self,
+        name: &str,
+        cgroup: CgroupId,
+        nice: i32,
+        fut: impl Future<Output = T> + 'static,
+    ) -> JoinHandle<T> {
+        let h = self.0.sim.spawn_daemon(name, fut);
+        self.register(h.id(), name, cgroup, nice);
+        h
+    }
+
+    fn register(&self, id: TaskId, name: &str, cgroup: CgroupId, nice: i32) {
+        let v = self.0.min_vruntime.get();
+        self.0.tasks.borrow_mut().insert(
+            id,
+            Entity {
+                name: name.into(),
+                cgroup,
+                weight: nice_to_weight(nice),
+                vruntime: v,
+                state: State::Idle,
+                remaining: 0,
+                preemptible: true,
+                done: false,
+                waker: None,
+                enq_seq: 0,
+                stats: CpuStats::default(),
+            },
+        );
+    }
+
+    fn ensure_registered(&self, id: TaskId) {
+        if !self.0.tasks.borrow().contains_key(&id) {
+            let name = self
+                .0
+                .sim
+                .task_name(id)
+                .map(|n| n.to_string())
+                .unwrap_or_default();
+            self.register(id, &name, CgroupId::ROOT, 0);
+        }
+    }
+
+    /// Moves a task to another cgroup (takes effect at its next `cpu()` request).
+    pub fn set_cgroup(&self, id: TaskId, cgroup: CgroupId) {
+        self.ensure_registered(id);
+        if let Some(e) = self.0.tasks.borrow_mut().get_mut(&id) {
+            e.cgroup = cgroup;
+        }
+    }
+
+    /// Sets a task's nice value.
+    pub fn set_nice(&self, id: TaskId, nice: i32) {
+        self.ensure_registered(id);
+        if let Some(e) = self.0.tasks.borrow_mut().get_mut(&id) {
+            e.weight = nice_to_weight(nice);
+        }
+    }
+
+    /// The current task consumes `ns` of CPU time: it waits for a CPU its cgroup
+    /// may use, runs, may be preempted at slice ends or by waking tasks, and the
+    /// future completes once it has received `ns` of service. Dropping the future
+    /// early (e.g. a bounded spin that saw its lock released) stops the request,
+    /// keeping the accounting of what it used.
+    pub fn cpu(&self, ns: Time) -> CpuWork {
+        CpuWork {
+            sched: self.clone(),
+            ns,
+            preemptible: true,
+            task: None,
+        }
+    }
+
+    /// Like [`Sched::cpu`] but not preemptible once running (preemption disabled,
+    /// as under a spinlock or in optimistic spinning).
+    pub fn cpu_nopreempt(&self, ns: Time) -> CpuWork {
+        CpuWork {
+            sched: self.clone(),
+            ns,
+            preemptible: false,
+            task: None,
+        }
+    }
+
+    /// Whether the task is on a CPU right now (what `owner_on_cpu()` tests).
+    pub fn is_running(&self, id: TaskId) -> bool {
+        matches!(
+            self.0.tasks.borrow().get(&id).map(|e| e.state),
+            Some(State::Running { .. })
+        )
+    }
+
+    /// Whether the task is waiting for a CPU right now.
+    pub fn is_runnable(&self, id: TaskId) -> bool {
+        matches!(
+            self.0.tasks.borrow().get(&id).map(|e| e.state),
+            Some(State::Runnable { .. })
+        )
+    }
+
+    /// A task's accounting (including the running or waiting time in progress).
+    pub fn task_stats(&self, id: TaskId) -> CpuStats {
+        let now = self.0.sim.now();
+        let tasks = self.0.tasks.borrow();
+        let Some(e) = tasks.get(&id) else {
+            return CpuStats::default();
+        };
+        let mut s = e.stats;
+        match e.state {
+            State::Running { since, .. } => s.run_ns += now - since,
+            State::Runnable { since } => s.wait_ns += now - since,
+            State::Idle => {}
+        }
+        s
+    }
+
+    /// A task's name as registered.
+    pub fn task_name(&self, id: TaskId) -> Option<Rc<str>> {
+        self.0.tasks.borrow().get(&id).map(|e| e.name.clone())
+    }
+
+    /// A cgroup's accounting (including time in progress).
+    pub fn cgroup_stats(&self, cg: CgroupId) -> CpuStats {
+        let now = self.0.sim.now();
+        let mut s = self.0.cgroups.borrow()[cg.0].stats;
+        let c = &self.0.cgroups.borrow()[cg.0];
+        if c.nr_waiting > 0 {
+            s.some_ns += now - c.waiting_since;
+        }
+        for e in self.0.tasks.borrow().values() {
+            if e.cgroup == cg {
+                match e.state {
+                    State::Running { since, .. } => s.run_ns += now - since,
+                    State::Runnable { since } => s.wait_ns += now - since,
+                    State::Idle => {}
+                }
+            }
+        }
+        s
+    }
+
+    /// Busy time of each CPU so far, ns.
+    pub fn cpu_busy_ns(&self) -> Vec<Time> {
+        let now = self.0.sim.now();
+        let tasks = self.0.tasks.borrow();
+        self.0
+            .cpus
+            .borrow()
+            .iter()
+            .map(|c| {
+                let cur = c.current.and_then(|t| match tasks.get(&t).map(|e| e.state) {
+                    Some(State::Running { since, .. }) => Some(now - since),
+                    _ => None,
+                });
+                c.busy_ns + cur.unwrap_or(0)
+            })
+            .collect()
+    }
+
+    /// Number of tasks waiting for a CPU.
+    pub fn nr_runnable(&self) -> usize {
+        self.0.runnable.borrow().len()
+    }
+
+    // ------------------------------------------------------------ internals
+
+    fn allowed(&self, cg: CgroupId, cpu: usize) -> bool {
+        self.0.cgroups.borrow()[cg.0].cpus[cpu]
+    }
+
+    fn cg_wait_start(&self, cg: CgroupId, now: Time) {
+        let mut cgs = self.0.cgroups.borrow_mut();
+        let c = &mut cgs[cg.0];
+        if c.nr_waiting == 0 {
+            c.waiting_since = now;
+        }
+        c.nr_waiting += 1;
+    }
+
+    fn cg_wait_end(&self, cg: CgroupId, now: Time, waited: Time) {
+        let mut cgs = self.0.cgroups.borrow_mut();
+        let c = &mut cgs[cg.0];
+        c.nr_waiting -= 1;
+        c.stats.wait_ns += waited;
+        if c.nr_waiting == 0 {
+            c.stats.some_ns += now - c.waiting_since;
+        }
+    }
+
+    /// A task asks for `ns` of CPU.
+    fn enqueue_request(&self, id: TaskId, ns: Time, preemptible: bool, waker: Waker) {
+        self.ensure_registered(id);
+        let now = self.0.sim.now();
+        let seq = self.0.seq.get();
+        self.0.seq.set(seq + 1);
+        let (vr, cg) = {
+            let mut tasks = self.0.tasks.borrow_mut();
+            let e = tasks.get_mut(&id).expect("registered");
+            debug_assert_eq!(e.state, State::Idle, "sched: nested cpu() request");
+            // place_entity: a waking task keeps its vruntime unless it slept long
+            // enough to fall behind min_vruntime minus the sleeper credit.
+            let floor = self
+                .0
+                .min_vruntime
+                .get()
+                .saturating_sub(self.0.params.sleeper_credit_ns);
+            e.vruntime = e.vruntime.max(floor);
+            e.remaining = ns;
+            e.preemptible = preemptible;
+            e.done = false;
+            e.waker = Some(waker);
+            e.state = State::Runnable { since: now };
+            e.enq_seq = seq;
+            (e.vruntime, e.cgroup)
+        };
+        self.cg_wait_start(cg, now);
+        self.0.runnable.borrow_mut().insert((vr, seq, id));
+        // An idle CPU this task may use?
+        let idle = (0..self.nr_cpus())
+            .find(|&c| self.0.cpus.borrow()[c].current.is_none() && self.allowed(cg, c));
+        if let Some(c) = idle {
+            self.pick_next(c);
+            return;
+        }
+        self.check_preempt_wakeup(vr, cg);
+    }
+
+    /// Wakeup preemption: preempt the allowed CPU running the task with the
+    /// largest vruntime if the waker is ahead of it by more than the granularity.
+    fn check_preempt_wakeup(&self, vr: u64, cg: CgroupId) {
+        let victim = {
+            let cpus = self.0.cpus.borrow();
+            let tasks = self.0.tasks.borrow();
+            let mut best: Option<(u64, usize)> = None;
+            for (c, cpu) in cpus.iter().enumerate() {
+                if !self.allowed(cg, c) {
+                    continue;
+                }
+                let Some(cur) = cpu.current else { continue };
+                let e = &tasks[&cur];
+                if !e.preemptible {
+                    continue;
+                }
+                let cur_vr = e.vruntime + self.running_delta(e);
+                if best.is_none_or(|(v, _)| cur_vr > v) {
+                    best = Some((cur_vr, c));
+                }
+            }
+            best
+        };
+        if let Some((cur_vr, c)) = victim {
+            if vr + self.0.params.wakeup_granularity_ns < cur_vr {
+                self.preempt(c);
+            }
+        }
+    }
+
+    /// vruntime the running entity has accrued in its current stint.
+    fn running_delta(&self, e: &Entity) -> u64 {
+        match e.state {
+            State::Running { since, .. } => {
+                (self.0.sim.now() - since) * NICE_0_WEIGHT / e.weight
+            }
+            _ => 0,
+        }
+    }
+
+    /// Stops the task running on `cpu`, accounting its stint. Returns it and
+    /// whether its request is complete.
+    fn put_prev(&self, cpu: usize) -> Option<(TaskId, bool)> {
+        let now = self.0.sim.now();
+        let (cur, timer) = {
+            let mut cpus = self.0.cpus.borrow_mut();
+            let c = &mut cpus[cpu];
+            (c.current.take(), c.timer.take())
+        };
+        if let Some(t) = timer {
+            self.0.sim.cancel_timer(t);
+        }
+        let cur = cur?;
+        let mut tasks = self.0.tasks.borrow_mut();
+        let e = tasks.get_mut(&cur).expect("running task registered");
+        let State::Running { since, .. } = e.state else {
+            unreachable!("sched: CPU {cpu} current task not running")
+        };
+        let ran = now - since;
+        e.stats.run_ns += ran;
+        e.remaining = e.remaining.saturating_sub(ran);
+        e.vruntime += ran * NICE_0_WEIGHT / e.weight;
+        let cg = e.cgroup;
+        let complete = e.remaining == 0;
+        e.state = State::Idle;
+        drop(tasks);
+        self.0.cpus.borrow_mut()[cpu].busy_ns += ran;
+        self.0.cgroups.borrow_mut()[cg.0].stats.run_ns += ran;
+        Some((cur, complete))
+    }
+
+    /// Preempts the task on `cpu`: it goes back to the run queue.
+    fn preempt(&self, cpu: usize) {
+        let Some((id, complete)) = self.put_prev(cpu) else {
+            return;
+        };
+        if complete {
+            self.complete(id);
+        } else {
+            self.requeue(id);
+        }
+        self.pick_next(cpu);
+    }
+
+    fn requeue(&self, id: TaskId) {
+        let now = self.0.sim.now();
+        let seq = self.0.seq.get();
+        self.0.seq.set(seq + 1);
+        let (vr, cg) = {
+            let mut tasks = self.0.tasks.borrow_mut();
+            let e = tasks.get_mut(&id).expect("registered");
+            e.state = State::Runnable { since: now };
+            e.enq_seq = seq;
+            e.stats.preemptions += 1;
+            (e.vruntime, e.cgroup)
+        };
+        self.0.cgroups.borrow_mut()[cg.0].stats.preemptions += 1;
+        self.cg_wait_start(cg, now);
+        self.0.runnable.borrow_mut().insert((vr, seq, id));
+    }
+
+    fn complete(&self, id: TaskId) {
+        let w = {
+            let mut tasks = self.0.tasks.borrow_mut();
+            let e = tasks.get_mut(&id).expect("registered");
+            e.done = true;
+            e.waker.take()
+        };
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+
+    /// Puts the best runnable task allowed on `cpu` on it (the CPU must be free).
+    fn pick_next(&self, cpu: usize) {
+        let now = self.0.sim.now();
+        let pick = {
+            let runnable = self.0.runnable.borrow();
+            let tasks = self.0.tasks.borrow();
+            runnable
+                .iter()
+                .find(|(_, _, id)| self.allowed(tasks[id].cgroup, cpu))
+                .copied()
+        };
+        let Some(key @ (_, _, id)) = pick else {
+            self.update_min_vruntime();
+            return;
+        };
+        self.0.runnable.borrow_mut().remove(&key);
+        let (slice, cg, waited) = {
+            let mut tasks = self.0.tasks.borrow_mut();
+            let e = tasks.get_mut(&id).expect("registered");
+            let State::Runnable { since } = e.state else {
+                unreachable!("sched: picked a task that is not runnable")
+            };
+            let waited = now - since;
+            e.stats.wait_ns += waited;
+            e.state = State::Running { cpu, since: now };
+            let slice = if e.preemptible {
+                e.remaining.min(self.0.params.base_slice_ns)
+            } else {
+                e.remaining
+            };
+            (slice, e.cgroup, waited)
+        };
+        self.cg_wait_end(cg, now, waited);
+        let s = self.clone();
+        let timer = self
+            .0
+            .sim
+            .schedule_in(slice, move || s.slice_end(cpu, id));
+        let mut cpus = self.0.cpus.borrow_mut();
+        cpus[cpu].current = Some(id);
+        cpus[cpu].timer = Some(timer);
+        drop(cpus);
+        self.update_min_vruntime();
+    }
+
+    /// The running task's slice (or request) ended.
+    fn slice_end(&self, cpu: usize, id: TaskId) {
+        self.0.cpus.borrow_mut()[cpu].timer = None;
+        debug_assert_eq!(self.0.cpus.borrow()[cpu].current, Some(id));
+        let (_, complete) = self.put_prev(cpu).expect("slice end on an idle CPU");
+        if complete {
+            self.complete(id);
+            self.pick_next(cpu);
+            return;
+        }
+        // Slice used up: keep running unless someone allowed here waits.
+        let contended = {
+            let runnable = self.0.runnable.borrow();
+            let tasks = self.0.tasks.borrow();
+            runnable
+                .iter()
+                .any(|(_, _, t)| self.allowed(tasks[t].cgroup, cpu))
+        };
+        if contended {
+            self.requeue(id);
+            self.pick_next(cpu);
+        } else {
+            // Continue on the same CPU: runnable for zero time, then picked.
+            self.requeue_silent(id);
+            self.pick_next(cpu);
+        }
+    }
+
+    /// Re-queues without counting a preemption (the task just continues).
+    fn requeue_silent(&self, id: TaskId) {
+        let now = self.0.sim.now();
+        let seq = self.0.seq.get();
+        self.0.seq.set(seq + 1);
+        let (vr, cg) = {
+            let mut tasks = self.0.tasks.borrow_mut();
+            let e = tasks.get_mut(&id).expect("registered");
+            e.state = State::Runnable { since: now };
+            (e.vruntime, e.cgroup)
+        };
+        self.cg_wait_start(cg, now);
+        self.0.runnable.borrow_mut().insert((vr, seq, id));
+    }
+
+    fn update_min_vruntime(&self) {
+        let tasks = self.0.tasks.borrow();
+        let mut m: Option<u64> = self.0.runnable.borrow().first().map(|k| k.0);
+        for c in self.0.cpus.borrow().iter() {
+            if let Some(cur) = c.current {
+                let v = tasks[&cur].vruntime;
+                m = Some(m.map_or(v, |x| x.min(v)));
+            }
+        }
+        if let Some(v) = m {
+            if v > self.0.min_vruntime.get() {
+                self.0.min_vruntime.set(v);
+            }
+        }
+    }
+
+    /// The request of `id` is abandoned (its future was dropped).
+    fn cancel_request(&self, id: TaskId) {
+        let state = self.0.tasks.borrow().get(&id).map(|e| (e.state, e.done));
+        match state {
+            Some((State::Running { cpu, .. }, _)) => {
+                self.put_prev(cpu);
+                if let Some(e) = self.0.tasks.borrow_mut().get_mut(&id) {
+                    e.waker = None;
+                    e.remaining = 0;
+                }
+                self.pick_next(cpu);
+            }
+            Some((State::Runnable { since }, _)) => {
+                let now = self.0.sim.now();
+                let (key, cg) = {
+                    let mut tasks = self.0.tasks.borrow_mut();
+                    let e = tasks.get_mut(&id).expect("registered");
+                    e.stats.wait_ns += now - since;
+                    e.state = State::Idle;
+                    e.waker = None;
+                    e.remaining = 0;
+                    ((e.vruntime, e.enq_seq, id), e.cgroup)
+                };
+                self.0.runnable.borrow_mut().remove(&key);
+                self.cg_wait_end(cg, now, now - since);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Future of [`Sched::cpu`]: completes once the task has had its CPU time.
+pub struct CpuWork {
+    sched: Sched,
+    ns: Time,
+    preemptible: bool,
+    task: Option<TaskId>,
+}
+
+impl Future for CpuWork {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.ns == 0 {
+            return Poll::Ready(());
+        }
+        match self.task {
+            None => {
+                let id = self.sched.0.sim.current_task();
+                self.task = Some(id);
+                let (ns, pre) = (self.ns, self.preemptible);
+                self.sched.enqueue_request(id, ns, pre, cx.waker().clone());
+                // An idle CPU may have run it to completion only via a timer, so
+                // it cannot be done yet.
+                self.sched.0.sim.set_waiting_on("cpu (runnable or running)");
+                Poll::Pending
+            }
+            Some(id) => {
+                let mut tasks = self.sched.0.tasks.borrow_mut();
+                let e = tasks.get_mut(&id).expect("registered");
+                if e.done {
+                    e.done = false;
+                    drop(tasks);
+                    self.task = None;
+                    self.ns = 0;
+                    Poll::Ready(())
+                } else {
+                    e.waker = Some(cx.waker().clone());
+                    drop(tasks);
+                    self.sched.0.sim.set_waiting_on("cpu (runnable or running)");
+                    Poll::Pending
+                }
+            }
+        }
+    }
+}
+
+impl Drop for CpuWork {
+    fn drop(&mut self) {
+        if let Some(id) = self.task.take() {
+            self.sched.cancel_request(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sim::SEC;
+
+    fn machine(cpus: usize) -> (Sim, Sched) {
+        let sim = Sim::new(1);
+        let s = Sched::new(&sim, SchedParams::for_cpus(cpus));
+        (sim, s)
+    }
+
+    #[test]
+    fn default_slices_follow_log_scaling() {
+        assert_eq!(SchedParams::for_cpus(1).base_slice_ns, 750 * USEC);
+        assert_eq!(SchedParams::for_cpus(2).base_slice_ns, 1500 * USEC);
+        assert_eq!(SchedParams::for_cpus(8).base_slice_ns, 3000 * USEC);
+        assert_eq!(SchedParams::for_cpus(64).base_slice_ns, 3000 * USEC);
+        assert_eq!(nice_to_weight(0), 1024);
+        assert_eq!(nice_to_weight(-20), 88761);
+        assert_eq!(nice_to_weight(40), 15);
+    }
+
+    #[test]
+    fn single_task_runs_uncontended() {
+        let (sim, s) = machine(2);
+        let s2 = s.clone();
+        let sm = sim.clone();
+        let h = s.spawn("t", CgroupId::ROOT, 0, async move {
+            s2.cpu(10 * MSEC).await;
+            sm.now()
+        });
+        sim.run().unwrap();
+        assert_eq!(h.result(), Some(10 * MSEC));
+        assert_eq!(s.task_stats(h.id()).run_ns, 10 * MSEC);
+        assert_eq!(s.task_stats(h.id()).wait_ns, 0);
+    }
+
+    #[test]
+    fn four_cpu_bound_tasks_on_two_cpus_get_half_a_cpu_each() {
+        let (sim, s) = machine(2);
+        let mut hs = Vec::new();
+        for i in 0..4 {
+            let (s2, sm) = (s.clone(), sim.clone());
+            hs.push(s.spawn(&format!("hog{i}"), CgroupId::ROOT, 0, async move {
+                s2.cpu(SEC).await;
+                sm.now()
+            }));
+        }
+        sim.run().unwrap();
+        // 4 s of work on 2 CPUs: everyone finishes near 2 s, none early.
+        for h in &hs {
+            let end = h.result().unwrap();
+            assert!(end > 19 * SEC / 10 && end <= 2 * SEC, "end {end}");
+            let st = s.task_stats(h.id());
+            assert_eq!(st.run_ns, SEC);
+            // Runnable-but-waiting about as long as running.
+            assert!(st.wait_ns > 8 * SEC / 10 && st.wait_ns < SEC + SEC / 10, "{st:?}");
+        }
+        let busy = s.cpu_busy_ns();
+        assert_eq!(busy.iter().sum::<u64>(), 4 * SEC);
+    }
+
+    #[test]
+    fn share_over_a_window_is_half() {
+        let (sim, s) = machine(2);
+        let mut ids = Vec::new();
+        for i in 0..4 {
+            let s2 = s.clone();
+            ids.push(
+                s.spawn(&format!("hog{i}"), CgroupId::ROOT, 0, async move {
+                    s2.cpu(100 * SEC).await;
+                })
+                .id(),
+            );
+        }
+        sim.run_until(SEC).unwrap();
+        for id in ids {
+            let run = s.task_stats(id).run_ns;
+            assert!(
+                (SEC / 2 - 10 * MSEC..=SEC / 2 + 10 * MSEC).contains(&run),
+                "run {run}"
+            );
+        }
+    }
+
+    #[test]
+    fn cpuset_confines_tasks() {
+        let (sim, s) = machine(4);
+        let cg = s.add_cgroup("bad", Some(&[0])).unwrap();
+        let mut hs = Vec::new();
+        for i in 0..2 {
+            let (s2, sm) = (s.clone(), sim.clone());
+            hs.push(s.spawn(&format!("c{i}"), cg, 0, async move {
+                s2.cpu(SEC).await;
+                sm.now()
+            }));
+        }
+        sim.run().unwrap();
+        // Two tasks on one allowed CPU: 2 s, though 3 CPUs sat idle.
+        let last = hs.iter().map(|h| h.result().unwrap()).max().unwrap();
+        assert_eq!(last, 2 * SEC);
+        let busy = s.cpu_busy_ns();
+        assert_eq!(busy[0], 2 * SEC);
+        assert_eq!(busy[1] + busy[2] + busy[3], 0);
+        let st = s.cgroup_stats(cg);
+        assert_eq!(st.run_ns, 2 * SEC);
+        // Some task was waiting almost the whole time (PSI some ~ 100%).
+        assert!(st.some_ns > 19 * SEC / 10, "{st:?}");
+        assert!(s.add_cgroup("x", Some(&[9])).is_err());
+    }
+
+    #[test]
+    fn nice_gives_weighted_share() {
+        let (sim, s) = machine(1);
+        let s1 = s.clone();
+        let a = s.spawn("nice0", CgroupId::ROOT, 0, async move {
+            s1.cpu(100 * SEC).await
+        });
+        let s2 = s.clone();
+        let b = s.spawn("nice5", CgroupId::ROOT, 5, async move {
+            s2.cpu(100 * SEC).await
+        });
+        sim.run_until(10 * SEC).unwrap();
+        let ra = s.task_stats(a.id()).run_ns as f64;
+        let rb = s.task_stats(b.id()).run_ns as f64;
+        // 1024 : 335 weights -> 3.06 : 1.
+        let ratio = ra / rb;
+        assert!((2.8..3.3).contains(&ratio), "ratio {ratio}");
+    }
+
+    #[test]
+    fn waking_task_preempts_a_hog() {
+        let (sim, s) = machine(1);
+        let s1 = s.clone();
+        s.spawn("hog", CgroupId::ROOT, 0, async move { s1.cpu(10 * SEC).await });
+        let (s2, sm) = (s.clone(), sim.clone());
+        let h = s.spawn("sleeper", CgroupId::ROOT, 0, async move {
+            let mut lat = Vec::new();
+            for _ in 0..5 {
+                sm.sleep(100 * MSEC).await;
+                let t0 = sm.now();
+                s2.cpu(100 * USEC).await;
+                lat.push(sm.now() - t0);
+            }
+            lat
+        });
+        sim.run_until(SEC).unwrap();
+        let lat = h.result().unwrap();
+        // Sleeper credit lets it preempt at once: latency == its own CPU need.
+        assert!(lat.iter().all(|&l| l == 100 * USEC), "{lat:?}");
+    }
+
+    #[test]
+    fn dropped_request_frees_cpu_and_keeps_accounting() {
+        let (sim, s) = machine(1);
+        let (s1, sm) = (s.clone(), sim.clone());
+        let h = s.spawn("spinner", CgroupId::ROOT, 0, async move {
+            let spin = s1.cpu_nopreempt(SEC);
+            let timeout = sm.sleep(3 * MSEC);
+            // Spin until the "lock" is released at 3 ms.
+            futures_select(spin, timeout).await;
+            sm.now()
+        });
+        let s2 = s.clone();
+        let other = s.spawn("other", CgroupId::ROOT, 0, async move {
+            s2.cpu(MSEC).await;
+        });
+        sim.run().unwrap();
+        assert_eq!(h.result(), Some(3 * MSEC));
+        assert_eq!(s.task_stats(h.id()).run_ns, 3 * MSEC);
+        // The non-preemptible spinner kept the only CPU: the other task waited.
+        assert_eq!(s.task_stats(other.id()).wait_ns, 3 * MSEC);
+    }
+
+    /// Completes when either future completes (drops the other).
+    async fn futures_select(a: impl Future<Output = ()>, b: impl Future<Output = ()>) {
+        let mut a = Box::pin(a);
+        let mut b = Box::pin(b);
+        std::future::poll_fn(move |cx| {
+            if a.as_mut().poll(cx).is_ready() || b.as_mut().poll(cx).is_ready() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    #[test]
+    fn is_running_tracks_state() {
+        let (sim, s) = machine(1);
+        let s1 = s.clone();
+        let a = s.spawn("a", CgroupId::ROOT, 0, async move { s1.cpu(10 * MSEC).await });
+        let s2 = s.clone();
+        let b = s.spawn("b", CgroupId::ROOT, 0, async move { s2.cpu(10 * MSEC).await });
+        sim.run_until(USEC).unwrap();
+        assert!(s.is_running(a.id()));
+        assert!(!s.is_running(b.id()));
+        assert!(s.is_runnable(b.id()));
+    }
+}
