@@ -168,7 +168,11 @@ impl fmt::Display for Deadlock {
             self.blocked.len()
         )?;
         for b in &self.blocked {
-            writeln!(f, "  task {} '{}' waiting on {}", b.id, b.name, b.waiting_on)?;
+            writeln!(
+                f,
+                "  task {} '{}' waiting on {}",
+                b.id, b.name, b.waiting_on
+            )?;
         }
         Ok(())
     }
@@ -299,11 +303,7 @@ impl Sim {
             t.handle.wake();
             id
         };
-        JoinHandle {
-            id,
-            name,
-            state,
-        }
+        JoinHandle { id, name, state }
     }
 
     /// The task being polled, if any.

@@ -35,8 +35,12 @@ impl<T> Slab<T> {
             slot.val = Some(val);
             Key { idx, gen: slot.gen }
         } else {
-            let idx = u32::try_from(self.slots.len()).expect("slab overflow: more than 2^32 entries");
-            self.slots.push(Slot { gen: 0, val: Some(val) });
+            let idx =
+                u32::try_from(self.slots.len()).expect("slab overflow: more than 2^32 entries");
+            self.slots.push(Slot {
+                gen: 0,
+                val: Some(val),
+            });
             Key { idx, gen: 0 }
         }
     }

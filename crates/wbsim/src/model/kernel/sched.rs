@@ -157,7 +157,10 @@ pub struct Sched(Rc<Inner>);
 impl Sched {
     /// A machine with `params.nr_cpus` idle CPUs and a root cgroup.
     pub fn new(sim: &Sim, params: SchedParams) -> Self {
-        assert!(params.nr_cpus > 0, "sched: a machine needs at least one CPU");
+        assert!(
+            params.nr_cpus > 0,
+            "sched: a machine needs at least one CPU"
+        );
         let n = params.nr_cpus;
         Sched(Rc::new(Inner {
             sim: sim.clone(),
@@ -404,10 +407,12 @@ impl Sched {
             .borrow()
             .iter()
             .map(|c| {
-                let cur = c.current.and_then(|t| match tasks.get(&t).map(|e| e.state) {
-                    Some(State::Running { since, .. }) => Some(now - since),
-                    _ => None,
-                });
+                let cur = c
+                    .current
+                    .and_then(|t| match tasks.get(&t).map(|e| e.state) {
+                        Some(State::Running { since, .. }) => Some(now - since),
+                        _ => None,
+                    });
                 c.busy_ns + cur.unwrap_or(0)
             })
             .collect()
@@ -514,9 +519,7 @@ impl Sched {
     /// vruntime the running entity has accrued in its current stint.
     fn running_delta(&self, e: &Entity) -> u64 {
         match e.state {
-            State::Running { since, .. } => {
-                (self.0.sim.now() - since) * NICE_0_WEIGHT / e.weight
-            }
+            State::Running { since, .. } => (self.0.sim.now() - since) * NICE_0_WEIGHT / e.weight,
             _ => 0,
         }
     }
@@ -628,10 +631,7 @@ impl Sched {
         };
         self.cg_wait_end(cg, now, waited);
         let s = self.clone();
-        let timer = self
-            .0
-            .sim
-            .schedule_in(slice, move || s.slice_end(cpu, id));
+        let timer = self.0.sim.schedule_in(slice, move || s.slice_end(cpu, id));
         let mut cpus = self.0.cpus.borrow_mut();
         cpus[cpu].current = Some(id);
         cpus[cpu].timer = Some(timer);
@@ -838,7 +838,10 @@ mod tests {
             let st = s.task_stats(h.id());
             assert_eq!(st.run_ns, SEC);
             // Runnable-but-waiting about as long as running.
-            assert!(st.wait_ns > 8 * SEC / 10 && st.wait_ns < SEC + SEC / 10, "{st:?}");
+            assert!(
+                st.wait_ns > 8 * SEC / 10 && st.wait_ns < SEC + SEC / 10,
+                "{st:?}"
+            );
         }
         let busy = s.cpu_busy_ns();
         assert_eq!(busy.iter().sum::<u64>(), 4 * SEC);
@@ -916,7 +919,12 @@ mod tests {
     fn waking_task_preempts_a_hog() {
         let (sim, s) = machine(1);
         let s1 = s.clone();
-        s.spawn("hog", CgroupId::ROOT, 0, async move { s1.cpu(10 * SEC).await });
+        s.spawn(
+            "hog",
+            CgroupId::ROOT,
+            0,
+            async move { s1.cpu(10 * SEC).await },
+        );
         let (s2, sm) = (s.clone(), sim.clone());
         let h = s.spawn("sleeper", CgroupId::ROOT, 0, async move {
             let mut lat = Vec::new();
@@ -974,9 +982,19 @@ mod tests {
     fn is_running_tracks_state() {
         let (sim, s) = machine(1);
         let s1 = s.clone();
-        let a = s.spawn("a", CgroupId::ROOT, 0, async move { s1.cpu(10 * MSEC).await });
+        let a = s.spawn(
+            "a",
+            CgroupId::ROOT,
+            0,
+            async move { s1.cpu(10 * MSEC).await },
+        );
         let s2 = s.clone();
-        let b = s.spawn("b", CgroupId::ROOT, 0, async move { s2.cpu(10 * MSEC).await });
+        let b = s.spawn(
+            "b",
+            CgroupId::ROOT,
+            0,
+            async move { s2.cpu(10 * MSEC).await },
+        );
         sim.run_until(USEC).unwrap();
         assert!(s.is_running(a.id()));
         assert!(!s.is_running(b.id()));

@@ -1,0 +1,27 @@
+//! The command line: `wbsim reproduce | run | check | ...`. Each subcommand is a
+//! thin layer over the experiment layer.
+
+pub mod reproduce;
+
+use clap::{Parser, Subcommand};
+
+/// wbsim: an executable model of Linux writeback and mount teardown.
+#[derive(Parser, Debug)]
+#[command(name = "wbsim", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run every built-in experiment (every variant) and write the report.
+    Reproduce(reproduce::Args),
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn main_with(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Reproduce(a) => reproduce::run(a),
+    }
+}

@@ -1,0 +1,7 @@
+//! The experiment layer: the built-in experiments, scenario files, variants,
+//! repetitions, results JSON and reports.
+
+pub mod catalog;
+pub mod metrics;
+pub mod results;
+pub mod scenario;

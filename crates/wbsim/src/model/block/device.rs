@@ -1,0 +1,687 @@
+//! A block device: request allocation with tags, split and back-merge of
+//! bios, dispatch to a device that serves requests, cache flushes, and
+//! completion through `bi_end_io`.
+//!
+//! Models (see the `block` module docs for the service model):
+//! - `submit_bio()` / `blk_mq_submit_bio()` (`block/blk-core.c`,
+//!   `block/blk-mq.c`): split to `max_sectors` (`bio_split_to_limits()`,
+//!   `block/blk-merge.c`), try a back merge (`blk_attempt_plug_merge()` /
+//!   `blk_mq_sched_try_merge()` -> `bio_attempt_back_merge()`), else allocate
+//!   a request, sleeping in `blk_mq_get_tag()` while every tag is in use.
+//! - `blk_mq_dispatch_rq_list()` -> `queue_rq`: requests go to the device in
+//!   FIFO order while it has a free internal slot.
+//! - `blk_mq_end_request()` -> `bio_endio()`: a request's completion ends
+//!   each of its bios; a split bio's `bi_end_io` runs when its last piece
+//!   completes (`bio_chain()`). Freeing the tag wakes the oldest waiter.
+//! - `blk_insert_flush()` (`block/blk-flush.c`): a `REQ_PREFLUSH` runs a
+//!   cache flush before the data; `REQ_FUA` is native (adds `fua_latency_ns`).
+//!   Without a write cache both flags are stripped (`submit_bio_noacct()`).
+//! - `submit_bio_wait()` (`block/bio.c`).
+//!
+//! Simplified or left out: one hardware queue and no software queues; no I/O
+//! scheduler (merges are back merges only, onto requests not yet sent to the
+//! device); no plugging as such; no requeue, errors, timeouts or polling. A
+//! flush waits for every write submitted before it (not only completed ones)
+//! and then costs `flush_latency_ns`; flushes are not merged with each other
+//! (no flush sequence sharing). If the task in `submit_bio` is cancelled while
+//! it waits for a tag, its bio is still served and `end_io` still runs.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::{Rc, Weak};
+use std::task::{Context, Poll, Waker};
+
+use sim::{Sim, Time};
+
+use super::bio::{rwbs, Bio, BioFlags, BioOp, SECTOR_BYTES};
+use super::profile::DeviceProfile;
+use super::stats::DeviceStats;
+
+/// A bio's completion callback, as `bio->bi_end_io`.
+pub type EndIo = Box<dyn FnOnce()>;
+
+/// The bio as the block layer tracks it until its last piece completes
+/// (`__bi_remaining`, `bi_end_io`).
+struct BioEnd {
+    remaining: Cell<u64>,
+    end_io: RefCell<Option<EndIo>>,
+}
+
+/// Where a request is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RqState {
+    /// Waiting for a tag (its submitter sleeps in `blk_mq_get_tag()`).
+    WaitTag,
+    /// Has a tag; its preflush waits for earlier writes and the flush.
+    WaitFlush,
+    /// Has a tag; waits for a free device slot (dispatch list).
+    Queued,
+    /// Sent to the device: latency phase.
+    Latency,
+    /// Sent to the device: moving data through the media pipe.
+    Transfer,
+}
+
+/// `struct request`: a contiguous range of one operation, made of one or
+/// more bios.
+struct Request {
+    op: BioOp,
+    flags: BioFlags,
+    offset: u64,
+    len: u64,
+    /// Creation time (first bio's submission), ns.
+    start_ns: Time,
+    state: RqState,
+    bios: Vec<Rc<BioEnd>>,
+    /// Write ordering number, for flushes (writes only).
+    write_seq: Option<u64>,
+    /// For a flush or preflush: it waits for every write whose sequence
+    /// number is below this (the writes submitted before it).
+    flush_barrier: u64,
+    /// Counted in `in_flight`/busy time (data requests, not empty flushes).
+    accounted: bool,
+    /// The submitter sleeping for this request's tag.
+    tag_waiter: Option<Waker>,
+}
+
+impl Request {
+    fn mergeable(&self) -> bool {
+        matches!(self.state, RqState::WaitTag | RqState::Queued)
+            && matches!(self.op, BioOp::Read | BioOp::Write)
+            && !self.flags.fua
+            && !self.flags.preflush
+    }
+}
+
+/// A flush waiting for the writes before it.
+struct PendingFlush {
+    /// Waits for every write with a smaller sequence number.
+    barrier: u64,
+    rq: u64,
+}
+
+struct State {
+    requests: BTreeMap<u64, Request>,
+    next_rq: u64,
+    /// Back-merge candidates by (op, end offset): the elevator's `rqhash`.
+    rq_hash: BTreeMap<(BioOp, u64), u64>,
+    tags_in_use: u32,
+    tag_wait: VecDeque<u64>,
+    dispatch: VecDeque<u64>,
+    /// Requests in their latency phase.
+    in_latency: u32,
+    /// When the media pipe is next free, ns.
+    pipe_free: Time,
+    next_write_seq: u64,
+    outstanding_writes: BTreeSet<u64>,
+    pending_flushes: VecDeque<PendingFlush>,
+    stats: DeviceStats,
+    /// Last time the busy/in-flight integrals were brought up to date.
+    stats_at: Time,
+}
+
+struct Inner {
+    sim: Sim,
+    name: String,
+    profile: DeviceProfile,
+    st: RefCell<State>,
+}
+
+/// A block device with its request queue. Cheap to clone (an `Rc`).
+#[derive(Clone)]
+pub struct BlockDevice(Rc<Inner>);
+
+/// Work found under the state borrow, done after it is released (callbacks
+/// may call back into the device).
+#[derive(Default)]
+struct Deferred {
+    wake: Vec<Waker>,
+    end_io: Vec<EndIo>,
+}
+
+impl Deferred {
+    fn run(self) {
+        for w in self.wake {
+            w.wake();
+        }
+        for f in self.end_io {
+            f();
+        }
+    }
+}
+
+impl BlockDevice {
+    /// A device named `name` (e.g. `nvme0n1`) behaving as `profile`. Values
+    /// the model cannot use (zero bandwidth, depth or parallelism) are raised
+    /// to their minimum; check user input with [`DeviceProfile::validate`].
+    pub fn new(sim: &Sim, name: &str, profile: DeviceProfile) -> Self {
+        let mut profile = profile;
+        profile.read_bw_bytes_per_sec = profile.read_bw_bytes_per_sec.max(1);
+        profile.write_bw_bytes_per_sec = profile.write_bw_bytes_per_sec.max(1);
+        profile.queue_depth = profile.queue_depth.max(1);
+        profile.parallelism = profile.parallelism.max(1);
+        profile.max_request_bytes = profile.max_request_bytes.max(SECTOR_BYTES);
+        let now = sim.now();
+        BlockDevice(Rc::new(Inner {
+            sim: sim.clone(),
+            name: name.to_string(),
+            profile,
+            st: RefCell::new(State {
+                requests: BTreeMap::new(),
+                next_rq: 0,
+                rq_hash: BTreeMap::new(),
+                tags_in_use: 0,
+                tag_wait: VecDeque::new(),
+                dispatch: VecDeque::new(),
+                in_latency: 0,
+                pipe_free: 0,
+                next_write_seq: 0,
+                outstanding_writes: BTreeSet::new(),
+                pending_flushes: VecDeque::new(),
+                stats: DeviceStats {
+                    time_ns: now,
+                    ..DeviceStats::default()
+                },
+                stats_at: now,
+            }),
+        }))
+    }
+
+    /// The device name.
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// The profile in force.
+    pub fn profile(&self) -> &DeviceProfile {
+        &self.0.profile
+    }
+
+    /// Tags allocated now.
+    pub fn tags_in_use(&self) -> u32 {
+        self.0.st.borrow().tags_in_use
+    }
+
+    /// Submitters sleeping for a tag now.
+    pub fn tag_waiters(&self) -> usize {
+        self.0.st.borrow().tag_wait.len()
+    }
+
+    /// A statistics snapshot at the current time.
+    pub fn stats(&self) -> DeviceStats {
+        let now = self.0.sim.now();
+        let mut st = self.0.st.borrow_mut();
+        account(&mut st, now);
+        st.stats.time_ns = now;
+        st.stats
+    }
+
+    /// `submit_bio()`: queues `bio` and returns once each of its requests has
+    /// a tag (or it merged into a queued request); `end_io` is called from a
+    /// timer callback when the whole bio has completed.
+    pub async fn submit_bio(&self, bio: Bio, end_io: EndIo) {
+        let waits = self.queue_bio(bio, end_io);
+        for rq in waits {
+            TagWait {
+                dev: self.clone(),
+                rq,
+            }
+            .await;
+        }
+    }
+
+    /// `submit_bio_wait()`: submits `bio` and sleeps until it completes.
+    pub async fn submit_bio_wait(&self, bio: Bio) {
+        let done = Rc::new(Done::default());
+        let d = done.clone();
+        self.submit_bio(
+            bio,
+            Box::new(move || {
+                d.done.set(true);
+                if let Some(w) = d.waker.take() {
+                    w.wake();
+                }
+            }),
+        )
+        .await;
+        WaitDone {
+            dev: self.clone(),
+            done,
+        }
+        .await;
+    }
+
+    /// `blkdev_issue_flush()`: an empty `REQ_PREFLUSH` bio, waited for. It
+    /// completes once every write submitted before it has completed, plus
+    /// `flush_latency_ns` (at once on a device without a write cache).
+    pub async fn flush(&self) {
+        self.submit_bio_wait(Bio::flush()).await;
+    }
+
+    // ------------------------------------------------------------ submission
+
+    /// Splits, merges and allocates requests for `bio`; returns the requests
+    /// still waiting for a tag, in order.
+    fn queue_bio(&self, bio: Bio, end_io: EndIo) -> Vec<u64> {
+        let inner = &*self.0;
+        let now = inner.sim.now();
+        let p = &inner.profile;
+        let mut bio = bio;
+        if !p.write_cache {
+            // submit_bio_noacct(): flags meaningless without a write cache.
+            bio.flags.preflush = false;
+            bio.flags.fua = false;
+            if bio.op == BioOp::Flush {
+                inner.sim.schedule_in(0, end_io);
+                return Vec::new();
+            }
+        }
+        if bio.op == BioOp::Flush {
+            bio.offset_bytes = 0;
+            bio.len_bytes = 0;
+            bio.flags.preflush = true;
+        }
+        if bio.op == BioOp::Read {
+            bio.flags.preflush = false;
+            bio.flags.fua = false;
+        }
+        // bio_split_to_limits(): pieces of at most max_request_bytes.
+        let max = p.max_request_bytes;
+        let mut pieces = Vec::new();
+        let (mut off, mut left) = (bio.offset_bytes, bio.len_bytes);
+        loop {
+            let len = left.min(max);
+            pieces.push((off, len));
+            off = off.saturating_add(len);
+            left -= len;
+            if left == 0 {
+                break;
+            }
+        }
+        let end = Rc::new(BioEnd {
+            remaining: Cell::new(pieces.len() as u64),
+            end_io: RefCell::new(Some(end_io)),
+        });
+        let mut st = inner.st.borrow_mut();
+        account(&mut st, now);
+        st.stats.splits += pieces.len() as u64 - 1;
+        let mut waits = Vec::new();
+        for (i, (off, len)) in pieces.into_iter().enumerate() {
+            let flags = BioFlags {
+                preflush: bio.flags.preflush && i == 0,
+                ..bio.flags
+            };
+            if self.try_back_merge(&mut st, bio.op, flags, off, len, &end) {
+                continue;
+            }
+            let id = st.next_rq;
+            st.next_rq += 1;
+            let write_seq = (bio.op == BioOp::Write).then(|| {
+                let s = st.next_write_seq;
+                st.next_write_seq += 1;
+                st.outstanding_writes.insert(s);
+                s
+            });
+            let accounted = bio.op != BioOp::Flush;
+            let flush_barrier = write_seq.unwrap_or(st.next_write_seq);
+            let rq = Request {
+                op: bio.op,
+                flags,
+                offset: off,
+                len,
+                start_ns: now,
+                state: RqState::WaitTag,
+                bios: vec![end.clone()],
+                write_seq,
+                flush_barrier,
+                accounted,
+                tag_waiter: None,
+            };
+            if rq.mergeable() {
+                st.rq_hash.insert((rq.op, rq.offset + rq.len), id);
+            }
+            st.requests.insert(id, rq);
+            if accounted {
+                st.stats.in_flight += 1;
+                st.stats.max_in_flight = st.stats.max_in_flight.max(st.stats.in_flight);
+            }
+            if st.tags_in_use < p.queue_depth && st.tag_wait.is_empty() {
+                st.tags_in_use += 1;
+                self.got_tag(&mut st, id);
+            } else {
+                st.tag_wait.push_back(id);
+                waits.push(id);
+            }
+        }
+        self.run_dispatch(&mut st);
+        waits
+    }
+
+    /// `bio_attempt_back_merge()` onto a request not yet sent to the device.
+    fn try_back_merge(
+        &self,
+        st: &mut State,
+        op: BioOp,
+        flags: BioFlags,
+        off: u64,
+        len: u64,
+        end: &Rc<BioEnd>,
+    ) -> bool {
+        if !matches!(op, BioOp::Read | BioOp::Write) || flags.fua || flags.preflush {
+            return false;
+        }
+        let Some(&id) = st.rq_hash.get(&(op, off)) else {
+            return false;
+        };
+        let max = self.0.profile.max_request_bytes;
+        let rq = st.requests.get_mut(&id).expect("hashed request exists");
+        if rq.len + len > max {
+            return false;
+        }
+        rq.len += len;
+        rq.bios.push(end.clone());
+        let (sector, new_end) = (rq.offset / SECTOR_BYTES, rq.offset + rq.len);
+        st.rq_hash.remove(&(op, off));
+        if new_end - st.requests[&id].offset < max {
+            st.rq_hash.insert((op, new_end), id);
+        }
+        if op == BioOp::Read {
+            st.stats.read_merges += 1;
+        } else {
+            st.stats.write_merges += 1;
+        }
+        st.stats.merges += 1;
+        let name = &self.0.name;
+        self.0.sim.trace("block_bio_backmerge", || {
+            format!(
+                "{name} {} {} + {} (rq sector {sector})",
+                rwbs(op, flags),
+                off / SECTOR_BYTES,
+                len / SECTOR_BYTES
+            )
+        });
+        true
+    }
+
+    /// A request got its tag: to the flush machinery or the dispatch list.
+    fn got_tag(&self, st: &mut State, id: u64) {
+        let rq = st.requests.get_mut(&id).expect("request exists");
+        if rq.flags.preflush {
+            rq.state = RqState::WaitFlush;
+            let barrier = rq.flush_barrier;
+            st.pending_flushes
+                .push_back(PendingFlush { barrier, rq: id });
+            self.check_flushes(st);
+        } else {
+            rq.state = RqState::Queued;
+            st.dispatch.push_back(id);
+        }
+    }
+
+    /// Starts the flushes whose earlier writes have all completed.
+    fn check_flushes(&self, st: &mut State) {
+        let oldest = st.outstanding_writes.first().copied().unwrap_or(u64::MAX);
+        let mut i = 0;
+        while i < st.pending_flushes.len() {
+            if st.pending_flushes[i].barrier <= oldest {
+                let f = st.pending_flushes.remove(i).expect("index checked");
+                self.start_flush(st, f.rq);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn start_flush(&self, st: &mut State, id: u64) {
+        let inner = &*self.0;
+        let name = &inner.name;
+        let rq = &st.requests[&id];
+        inner.sim.trace("block_rq_issue", || {
+            format!("{name} {} 0 + 0 nr_bytes=0", rwbs(BioOp::Flush, rq.flags))
+        });
+        let weak = Rc::downgrade(&self.0);
+        inner
+            .sim
+            .schedule_in(inner.profile.flush_latency_ns, move || {
+                if let Some(dev) = upgrade(&weak) {
+                    dev.flush_done(id);
+                }
+            });
+    }
+
+    fn flush_done(&self, id: u64) {
+        let inner = &*self.0;
+        let now = inner.sim.now();
+        let mut st = inner.st.borrow_mut();
+        account(&mut st, now);
+        st.stats.flushes += 1;
+        let name = &inner.name;
+        inner
+            .sim
+            .trace("block_rq_complete", || format!("{name} F 0 + 0 nr_bytes=0"));
+        let op = st.requests[&id].op;
+        if op == BioOp::Flush {
+            let d = self.complete(&mut st, id);
+            self.run_dispatch(&mut st);
+            drop(st);
+            d.run();
+        } else {
+            // blk-flush: preflush done, now the data (REQ_FSEQ_DATA).
+            let rq = st.requests.get_mut(&id).expect("request exists");
+            rq.state = RqState::Queued;
+            st.dispatch.push_back(id);
+            self.run_dispatch(&mut st);
+        }
+    }
+
+    // ------------------------------------------------------------- service
+
+    /// Sends queued requests to the device while it has free slots.
+    fn run_dispatch(&self, st: &mut State) {
+        let inner = &*self.0;
+        while st.in_latency < inner.profile.parallelism {
+            let Some(id) = st.dispatch.pop_front() else {
+                break;
+            };
+            st.in_latency += 1;
+            let rq = st.requests.get_mut(&id).expect("request exists");
+            rq.state = RqState::Latency;
+            let (op, flags, offset, len) = (rq.op, rq.flags, rq.offset, rq.len);
+            if st.rq_hash.get(&(op, offset + len)) == Some(&id) {
+                st.rq_hash.remove(&(op, offset + len));
+            }
+            let name = &inner.name;
+            inner.sim.trace("block_rq_issue", || {
+                format!(
+                    "{name} {} {} + {} nr_bytes={len}",
+                    rwbs(op, flags),
+                    offset / SECTOR_BYTES,
+                    len.div_ceil(SECTOR_BYTES)
+                )
+            });
+            let lat = if op == BioOp::Read {
+                inner.profile.read_latency_ns
+            } else {
+                inner.profile.write_latency_ns
+            };
+            let weak = Rc::downgrade(&self.0);
+            inner.sim.schedule_in(lat, move || {
+                if let Some(dev) = upgrade(&weak) {
+                    dev.latency_done(id);
+                }
+            });
+        }
+    }
+
+    /// End of a request's latency phase: it queues for the media pipe.
+    fn latency_done(&self, id: u64) {
+        let inner = &*self.0;
+        let now = inner.sim.now();
+        let mut st = inner.st.borrow_mut();
+        st.in_latency -= 1;
+        let rq = st.requests.get_mut(&id).expect("request exists");
+        rq.state = RqState::Transfer;
+        let write = rq.op == BioOp::Write;
+        let extra = if rq.flags.fua {
+            inner.profile.fua_latency_ns
+        } else {
+            0
+        };
+        let xfer = inner.profile.transfer_ns(write, rq.len);
+        let start = st.pipe_free.max(now);
+        st.pipe_free = start.saturating_add(xfer);
+        let done_at = st.pipe_free.saturating_add(extra);
+        let weak = Rc::downgrade(&self.0);
+        inner.sim.schedule_at(done_at, move || {
+            if let Some(dev) = upgrade(&weak) {
+                dev.rq_done(id);
+            }
+        });
+        self.run_dispatch(&mut st);
+    }
+
+    /// `blk_mq_end_request()` for a data request.
+    fn rq_done(&self, id: u64) {
+        let inner = &*self.0;
+        let now = inner.sim.now();
+        let mut st = inner.st.borrow_mut();
+        account(&mut st, now);
+        let d = self.complete(&mut st, id);
+        self.run_dispatch(&mut st);
+        drop(st);
+        d.run();
+    }
+
+    /// Frees the request and its tag, accounts it, ends its bios, hands the
+    /// tag to the oldest waiter. Returns the wakeups and callbacks to run.
+    fn complete(&self, st: &mut State, id: u64) -> Deferred {
+        let inner = &*self.0;
+        let now = inner.sim.now();
+        let rq = st.requests.remove(&id).expect("request exists");
+        st.tags_in_use -= 1;
+        if rq.accounted {
+            st.stats.in_flight -= 1;
+            let t = now - rq.start_ns;
+            match rq.op {
+                BioOp::Read => {
+                    st.stats.reads += 1;
+                    st.stats.read_bytes += rq.len;
+                    st.stats.read_time_ns += t;
+                }
+                BioOp::Write => {
+                    st.stats.writes += 1;
+                    st.stats.write_bytes += rq.len;
+                    st.stats.write_time_ns += t;
+                }
+                BioOp::Flush => {}
+            }
+            let name = &inner.name;
+            inner.sim.trace("block_rq_complete", || {
+                format!(
+                    "{name} {} {} + {} nr_bytes={}",
+                    rwbs(rq.op, rq.flags),
+                    rq.offset / SECTOR_BYTES,
+                    rq.len.div_ceil(SECTOR_BYTES),
+                    rq.len
+                )
+            });
+        }
+        let mut d = Deferred::default();
+        for b in &rq.bios {
+            let left = b.remaining.get() - 1;
+            b.remaining.set(left);
+            if left == 0 {
+                if let Some(f) = b.end_io.borrow_mut().take() {
+                    d.end_io.push(f);
+                }
+            }
+        }
+        if let Some(seq) = rq.write_seq {
+            st.outstanding_writes.remove(&seq);
+            self.check_flushes(st);
+        }
+        // The freed tag goes to the oldest sleeper (sbitmap wakeup).
+        while st.tags_in_use < inner.profile.queue_depth {
+            let Some(next) = st.tag_wait.pop_front() else {
+                break;
+            };
+            st.tags_in_use += 1;
+            if let Some(w) = st.requests.get_mut(&next).and_then(|r| r.tag_waiter.take()) {
+                d.wake.push(w);
+            }
+            self.got_tag(st, next);
+        }
+        d
+    }
+}
+
+fn upgrade(w: &Weak<Inner>) -> Option<BlockDevice> {
+    w.upgrade().map(BlockDevice)
+}
+
+/// Brings `busy_ns` and the in-flight integral up to `now`.
+fn account(st: &mut State, now: Time) {
+    let dt = now.saturating_sub(st.stats_at);
+    if st.stats.in_flight > 0 {
+        st.stats.busy_ns += dt;
+        st.stats.in_flight_time_ns = st
+            .stats
+            .in_flight_time_ns
+            .saturating_add(dt.saturating_mul(st.stats.in_flight));
+    }
+    st.stats_at = now;
+}
+
+/// Sleeps until request `rq` has a tag (`blk_mq_get_tag()`).
+struct TagWait {
+    dev: BlockDevice,
+    rq: u64,
+}
+
+impl Future for TagWait {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let inner = &*self.dev.0;
+        let mut st = inner.st.borrow_mut();
+        match st.requests.get_mut(&self.rq) {
+            Some(rq) if rq.state == RqState::WaitTag => {
+                rq.tag_waiter = Some(cx.waker().clone());
+                drop(st);
+                inner
+                    .sim
+                    .set_waiting_on(format!("blk_mq_get_tag: {}", inner.name));
+                Poll::Pending
+            }
+            _ => Poll::Ready(()),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Done {
+    done: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+}
+
+/// Sleeps until a `submit_bio_wait()` bio completes.
+struct WaitDone {
+    dev: BlockDevice,
+    done: Rc<Done>,
+}
+
+impl Future for WaitDone {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.done.done.get() {
+            return Poll::Ready(());
+        }
+        *self.done.waker.borrow_mut() = Some(cx.waker().clone());
+        self.dev
+            .0
+            .sim
+            .set_waiting_on(format!("submit_bio_wait: {}", self.dev.0.name));
+        Poll::Pending
+    }
+}

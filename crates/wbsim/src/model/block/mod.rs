@@ -1,0 +1,54 @@
+//! The block layer: devices and their request queues.
+//!
+//! Models the parts of `block/blk-mq.c` (tags, request allocation, dispatch,
+//! completion), `block/blk-merge.c` (splitting to `max_sectors`, back merges)
+//! and `block/blk-flush.c` (`REQ_PREFLUSH`, `REQ_FUA`) that decide how fast
+//! writeback's bios complete and when a submitter blocks; plus iostat-style
+//! accounting (`/proc/diskstats`) and the `block_rq_issue` /
+//! `block_rq_complete` tracepoints. I/O schedulers, cgroup I/O control
+//! (blk-throttle, iocost, wbt) and zoned devices are left out.
+//!
+//! # Service model
+//!
+//! A bio is split into requests of at most `max_request_bytes`. Each request
+//! needs one of `queue_depth` tags for its whole life; a submitter with no tag
+//! sleeps (FIFO) until one is freed, as in `blk_mq_get_tag()`. A bio that
+//! starts where a same-direction request still in the queue ends (waiting for
+//! a tag or for a device slot) is merged into it, up to `max_request_bytes`.
+//!
+//! A request with a tag is sent to the device (in order) once fewer than
+//! `parallelism` requests are in their **latency phase**. That phase lasts
+//! `read_latency_ns` or `write_latency_ns` and overlaps with other requests'
+//! (command processing, media access in parallel channels). Then the request
+//! enters the **transfer phase**: it moves its bytes through one media pipe,
+//! FIFO, taking `len / bw` of pipe time, where `bw` is the bandwidth of its
+//! direction. It completes when its transfer ends (plus `fua_latency_ns` for
+//! a FUA write), freeing its tag. Consequences:
+//! - QD1 request of `n` bytes: `latency + n / bw` exactly.
+//! - Many small requests: `min(parallelism / latency, bw / size)` per second.
+//! - Deep queue of large requests: the pipe is always busy, throughput `bw`.
+//!
+//! **Reads and writes share one pipe.** A read occupies it for
+//! `len / read_bw`, a write for `len / write_bw`, so a mix gets a
+//! time-weighted share rather than the sum of both bandwidths. This is what
+//! NAND SSDs do: reads and programs contend for the same dies and channels,
+//! and mixed read/write workloads on NVMe reach less than either pure
+//! workload's bandwidth (the PCIe link is full duplex, but it is not the
+//! limit; the flash back end is). Separate pipes would overstate mixed
+//! throughput by up to 2x.
+//!
+//! A flush (empty `REQ_OP_FLUSH` or the `REQ_PREFLUSH` of a write) takes a tag,
+//! waits until every write submitted before it has completed, then takes
+//! `flush_latency_ns` (not using a parallelism slot or the pipe); a preflush
+//! write then proceeds as a normal request. On a device without a write cache
+//! both flags are dropped and an empty flush completes at once, as Linux does.
+
+mod bio;
+mod device;
+mod profile;
+mod stats;
+
+pub use bio::{rwbs, Bio, BioFlags, BioOp, SECTOR_BYTES};
+pub use device::{BlockDevice, EndIo};
+pub use profile::{DeviceProfile, ProfileError};
+pub use stats::{DeviceStats, IntervalStats};

@@ -1,0 +1,750 @@
+//! The flusher: fs/fs-writeback.c.
+//!
+//! `__mark_inode_dirty` puts an inode on its wb's b_dirty and arms the flusher;
+//! `wb_workfn` (the wb's delayed work on the "writeback" workqueue) runs queued
+//! work items FIFO, then start_all, then periodic (kupdate), then background
+//! writeback (`wb_do_writeback`); `wb_writeback` loops `queue_io` +
+//! `writeback_sb_inodes` / `__writeback_inodes_wb`, writing each inode a chunk
+//! at a time (`writeback_chunk_size`) and requeueing it by the kernel's rules
+//! (`requeue_inode`: b_more_io when the slice was used up, b_dirty via
+//! `redirty_tail` when blocked, off the lists when clean). Background and
+//! periodic work yield to queued work. s_umount is taken with a trylock per
+//! superblock, so umount stalls that superblock's flushing.
+//!
+//! Simplified: cgroup writeback (inode wb switching, foreign detection) is not
+//! here yet; `I_DIRTY_TIME` inodes are never created (lazytime is not
+//! modelled); `write_inode` costs a fixed CPU time; list_lock is not contended
+//! (one flusher per wb touches its lists).
+
+use std::rc::{Rc, Weak};
+
+use sim::{Time, MSEC, USEC};
+
+use crate::model::fs::inode::{state::*, InodeRef};
+use crate::model::fs::super_::SuperBlock;
+use crate::model::fs::WritebackControl;
+use crate::model::kernel::workqueue::{mod_delayed_work, queue_delayed_work, DelayedWork};
+use crate::model::machine::Machine;
+use crate::model::mm::backing_dev::{Bdi, BdiSettings, IoList, SyncMode, Wb, WbReason, WbWork};
+use crate::model::mm::page_writeback::BdiDirtyConfig;
+use crate::model::mm::throttle;
+
+/// `MIN_WRITEBACK_PAGES`: 4 MiB in pages (fs/fs-writeback.c).
+pub const MIN_WRITEBACK_PAGES: i64 = (4 << 20) / 4096;
+/// A `writeback_sb_inodes` pass returns to its caller after this much time once
+/// it wrote something (`HZ / 10`), ns.
+pub const WRITEBACK_SLICE_NS: Time = 100 * MSEC;
+/// CPU to write back dirty inode metadata (`write_inode`), ns: ~5 us, a
+/// journalled inode update (order of magnitude from ext4/xfs profiles).
+pub const WRITE_INODE_NS: Time = 5 * USEC;
+/// `dirtytime_expire_interval`: 12 hours, ns.
+pub const DIRTYTIME_EXPIRE_NS: Time = 43_200 * 1_000_000_000;
+
+// ------------------------------------------------------------- registration
+
+/// `bdi_register` + `wb_init`: a bdi with `nr_wb_ctx` writeback contexts, each
+/// with a root wb whose flusher is a delayed work on the writeback workqueue.
+pub fn bdi_register(
+    m: &Rc<Machine>,
+    name: &str,
+    can_writeback: bool,
+    settings: BdiSettings,
+    nr_wb_ctx: usize,
+) -> Rc<Bdi> {
+    let id = m.new_id();
+    let n = nr_wb_ctx.max(1);
+    let mut wbs = Vec::with_capacity(n);
+    for ctx in 0..n {
+        let wname = if n == 1 {
+            format!("flush-{name}")
+        } else {
+            format!("flush-{name}-{ctx}")
+        };
+        let wb = Rc::new(Wb::new(m.new_id(), wname.clone(), ctx, m.now()));
+        let (wm, wwb): (Weak<Machine>, Weak<Wb>) = (Rc::downgrade(m), Rc::downgrade(&wb));
+        let dwork = DelayedWork::new(&wname, move || {
+            let (wm, wwb) = (wm.clone(), wwb.clone());
+            async move {
+                if let (Some(m), Some(wb)) = (wm.upgrade(), wwb.upgrade()) {
+                    wb_workfn(&m, &wb).await;
+                }
+            }
+        });
+        let _ = wb.dwork.set(dwork);
+        wbs.push(wb);
+    }
+    let dirty_cfg = bdi_dirty_config(m, &settings);
+    let bdi = Rc::new(Bdi {
+        id,
+        name: name.to_string(),
+        can_writeback,
+        settings,
+        wbs,
+        dirty_cfg,
+        tot_write_bandwidth: std::cell::Cell::new(0),
+    });
+    m.bdis.borrow_mut().push(bdi.clone());
+    bdi
+}
+
+/// The bdi's throttling configuration from its sysfs-like settings; `max_bytes`
+/// becomes a max_ratio of the current global threshold, as `bdi_set_max_bytes`
+/// does.
+fn bdi_dirty_config(m: &Machine, s: &BdiSettings) -> BdiDirtyConfig {
+    let mut c = BdiDirtyConfig {
+        strictlimit: s.strict_limit,
+        ..Default::default()
+    };
+    let mut max = if s.max_ratio == 0 {
+        100
+    } else {
+        s.max_ratio as u64
+    };
+    if s.max_bytes > 0 {
+        let thresh_bytes = throttle::global_thresholds(m).thresh * 4096;
+        let pct = (s.max_bytes * 100)
+            .div_ceil(thresh_bytes.max(1))
+            .clamp(1, 100);
+        max = max.min(pct);
+    }
+    // Settings were validated by the scenario; out-of-range values keep the
+    // defaults rather than panic.
+    let _ = c.set_max_ratio(max);
+    let _ = c.set_min_ratio(s.min_ratio as u64);
+    c
+}
+
+/// The superblock an inode belongs to.
+pub fn inode_sb(m: &Machine, inode: &InodeRef) -> Rc<SuperBlock> {
+    m.supers
+        .borrow()
+        .get(&inode.sb_id)
+        .cloned()
+        .expect("inode of an unknown superblock")
+}
+
+// ------------------------------------------------------------ waking the flusher
+
+/// `wb_wakeup`: run the flusher now.
+pub fn wb_wakeup(m: &Rc<Machine>, wb: &Rc<Wb>) {
+    if wb.registered.get() {
+        if let Some(dw) = wb.dwork.get() {
+            mod_delayed_work(&m.bdi_wq, dw, 0);
+        }
+    }
+}
+
+/// `wb_wakeup_delayed`: run the flusher after dirty_writeback_interval unless
+/// it is already armed (queue_delayed_work never shortens a pending timer).
+pub fn wb_wakeup_delayed(m: &Rc<Machine>, wb: &Rc<Wb>) {
+    let interval = m.dirty.borrow().dirty_writeback_interval_ns();
+    if wb.registered.get() {
+        if let Some(dw) = wb.dwork.get() {
+            queue_delayed_work(&m.bdi_wq, dw, interval);
+        }
+    }
+}
+
+/// `wb_queue_work`.
+pub fn wb_queue_work(m: &Rc<Machine>, wb: &Rc<Wb>, work: Rc<WbWork>) {
+    m.sim.trace("writeback_queue", || {
+        format!(
+            "bdi {}: sb_dev {} nr_pages={} sync_mode={} reason={}",
+            wb.name,
+            work.sb.unwrap_or(0),
+            work.nr_pages.get(),
+            (work.sync_mode == SyncMode::All) as u8,
+            work.reason.name()
+        )
+    });
+    if !wb.registered.get() {
+        return;
+    }
+    if let Some(d) = &work.done {
+        d.cnt.set(d.cnt.get() + 1);
+    }
+    wb.work_list.borrow_mut().push_back(work);
+    wb_wakeup(m, wb);
+}
+
+/// `wb_start_writeback` (for `wakeup_flusher_threads`): one start_all per wb.
+pub fn wb_start_writeback(m: &Rc<Machine>, wb: &Rc<Wb>, reason: WbReason) {
+    if !wb.has_dirty_io() {
+        return;
+    }
+    if wb.start_all.get().is_some() {
+        return;
+    }
+    wb.start_all.set(Some(reason));
+    wb_wakeup(m, wb);
+}
+
+/// `wakeup_flusher_threads`: start_all on every wb of every bdi.
+pub fn wakeup_flusher_threads(m: &Rc<Machine>, reason: WbReason) {
+    let bdis = m.bdis.borrow().clone();
+    for bdi in bdis {
+        for wb in &bdi.wbs {
+            wb_start_writeback(m, wb, reason);
+        }
+    }
+}
+
+/// `wb_start_background_writeback`.
+pub fn wb_start_background_writeback(m: &Rc<Machine>, wb: &Rc<Wb>) {
+    m.sim
+        .trace("writeback_wake_background", || format!("bdi {}", wb.name));
+    wb_wakeup(m, wb);
+}
+
+// ------------------------------------------------------------ the inode lists
+
+/// `inode_io_list_move_locked`: moves the inode to the head of `list` of `wb`;
+/// returns whether the wb's lists just became populated (the flusher needs arming).
+pub fn inode_io_list_move_locked(inode: &InodeRef, wb: &Rc<Wb>, list: IoList) -> bool {
+    let was = wb.has_dirty_io();
+    let mut st = inode.st.borrow_mut();
+    let mut lists = wb.lists.borrow_mut();
+    if let Some((old, key)) = st.io_list.take() {
+        lists.get_mut(old).remove(key);
+    }
+    let key = lists.get_mut(list).push_head(inode.clone());
+    st.io_list = Some((list, key));
+    drop(lists);
+    drop(st);
+    !was && wb.has_dirty_io()
+}
+
+/// `inode_io_list_del`: off the wb's lists.
+pub fn inode_io_list_del(inode: &InodeRef, wb: &Rc<Wb>) {
+    let mut st = inode.st.borrow_mut();
+    if let Some((old, key)) = st.io_list.take() {
+        wb.lists.borrow_mut().get_mut(old).remove(key);
+    }
+    st.i_state &= !I_SYNC_QUEUED;
+}
+
+/// `redirty_tail_locked`: back to b_dirty's head, with dirtied_when bumped to
+/// now if it is older than the newest inode there (keeps b_dirty time-ordered).
+pub fn redirty_tail_locked(m: &Machine, inode: &InodeRef, wb: &Rc<Wb>) {
+    let newest = wb
+        .lists
+        .borrow()
+        .b_dirty
+        .head()
+        .map(|i| i.st.borrow().dirtied_when);
+    {
+        let mut st = inode.st.borrow_mut();
+        if let Some(t) = newest {
+            if st.dirtied_when < t {
+                st.dirtied_when = m.now();
+            }
+        }
+    }
+    inode_io_list_move_locked(inode, wb, IoList::Dirty);
+    inode.st.borrow_mut().i_state &= !I_SYNC_QUEUED;
+}
+
+/// `requeue_io`: to b_more_io, for another turn.
+pub fn requeue_io(inode: &InodeRef, wb: &Rc<Wb>) {
+    inode_io_list_move_locked(inode, wb, IoList::MoreIo);
+}
+
+/// `__mark_inode_dirty`: sets `flags` and, on the first dirtying, stamps
+/// dirtied_when, queues the inode on its wb's b_dirty and arms the flusher.
+pub fn mark_inode_dirty(m: &Rc<Machine>, inode: &InodeRef, flags: u32) {
+    if inode.st.borrow().i_state & flags == flags {
+        return;
+    }
+    let sb = inode_sb(m, inode);
+    let wb = inode_attach_wb(&sb, inode);
+    let (was_dirty, queued, freeing) = {
+        let mut st = inode.st.borrow_mut();
+        let was_dirty = st.i_state & I_DIRTY != 0;
+        st.i_state |= flags;
+        (
+            was_dirty,
+            st.i_state & I_SYNC_QUEUED != 0,
+            st.i_state & I_FREEING != 0,
+        )
+    };
+    m.sim.trace("writeback_mark_inode_dirty", || {
+        format!("bdi {}: ino={} flags={flags:#x}", wb.name, inode.ino)
+    });
+    // Queued for writeback by the flusher: it places the inode afterwards.
+    if queued || freeing || was_dirty {
+        return;
+    }
+    inode.st.borrow_mut().dirtied_when = m.now();
+    let wakeup = inode_io_list_move_locked(inode, &wb, IoList::Dirty);
+    if wakeup && sb.bdi.can_writeback {
+        wb_wakeup_delayed(m, &wb);
+    }
+}
+
+/// `inode_attach_wb`: binds the inode to the root wb of its writeback context
+/// at first dirtying (the context is fixed for the inode's life).
+pub fn inode_attach_wb(sb: &SuperBlock, inode: &InodeRef) -> Rc<Wb> {
+    if let Some(wb) = inode.wb() {
+        return wb;
+    }
+    let ctx = inode.wb_ctx.get().min(sb.bdi.wbs.len() - 1);
+    let wb = sb.bdi.wbs[ctx].clone();
+    inode.st.borrow_mut().wb = Some(wb.clone());
+    wb
+}
+
+// ------------------------------------------------------------ queueing
+
+/// `move_expired_inodes`: from the tail of `from`, every inode dirtied at or
+/// before `dirtied_before` goes to the head of `to`, grouped by superblock
+/// (oldest superblock group nearest the tail). Returns how many moved.
+fn move_expired_inodes(wb: &Rc<Wb>, from: IoList, to: IoList, dirtied_before: Time) -> usize {
+    let mut tmp: Vec<InodeRef> = Vec::new();
+    loop {
+        let tail = wb.lists.borrow().get(from).tail().cloned();
+        let Some(inode) = tail else { break };
+        let when = if from == IoList::DirtyTime {
+            inode.st.borrow().dirtied_time_when
+        } else {
+            inode.st.borrow().dirtied_when
+        };
+        if when > dirtied_before {
+            break;
+        }
+        {
+            let mut st = inode.st.borrow_mut();
+            let (_, key) = st.io_list.take().expect("on a list");
+            wb.lists.borrow_mut().get_mut(from).remove(key);
+            st.i_state |= I_SYNC_QUEUED;
+        }
+        tmp.push(inode);
+    }
+    let moved = tmp.len();
+    // Group by superblock in order of first appearance (oldest first).
+    let mut order: Vec<u64> = Vec::new();
+    for i in &tmp {
+        if !order.contains(&i.sb_id) {
+            order.push(i.sb_id);
+        }
+    }
+    for sb in order {
+        for inode in tmp.iter().filter(|i| i.sb_id == sb) {
+            let key = wb.lists.borrow_mut().get_mut(to).push_head(inode.clone());
+            inode.st.borrow_mut().io_list = Some((to, key));
+        }
+    }
+    moved
+}
+
+/// `queue_io`: b_more_io, then expired b_dirty inodes, onto b_io.
+fn queue_io(m: &Machine, wb: &Rc<Wb>, work: &WbWork, dirtied_before: Time) {
+    // list_splice_init(b_more_io, b_io): b_io is empty here; keep the order.
+    loop {
+        let tail = wb.lists.borrow().b_more_io.tail().cloned();
+        let Some(inode) = tail else { break };
+        let mut st = inode.st.borrow_mut();
+        let (_, key) = st.io_list.take().expect("on b_more_io");
+        let mut lists = wb.lists.borrow_mut();
+        lists.b_more_io.remove(key);
+        let k = lists.b_io.push_head(inode.clone());
+        st.io_list = Some((IoList::Io, k));
+    }
+    let mut moved = move_expired_inodes(wb, IoList::Dirty, IoList::Io, dirtied_before);
+    if !work.for_sync {
+        moved += move_expired_inodes(
+            wb,
+            IoList::DirtyTime,
+            IoList::Io,
+            m.now().saturating_sub(DIRTYTIME_EXPIRE_NS),
+        );
+    }
+    m.sim.trace("writeback_queue_io", || {
+        format!(
+            "bdi {}: older={} moved={moved} reason={}",
+            wb.name,
+            dirtied_before,
+            work.reason.name()
+        )
+    });
+}
+
+/// `writeback_chunk_size`: how many pages one inode gets per turn.
+pub fn writeback_chunk_size(m: &Machine, wb: &Wb, work: &WbWork) -> i64 {
+    if work.sync_mode == SyncMode::All || work.tagged_writepages {
+        return i64::MAX;
+    }
+    let avg_bw = wb.bw.borrow().avg_write_bandwidth as i64;
+    let dirty_limit = m.gdom.borrow().dirty_limit as i64;
+    // DIRTY_SCOPE = 8.
+    let pages = (avg_bw / 2).min(dirty_limit / 8).min(work.nr_pages.get());
+    ((pages + MIN_WRITEBACK_PAGES) / MIN_WRITEBACK_PAGES) * MIN_WRITEBACK_PAGES
+}
+
+// ------------------------------------------------------------ writing inodes
+
+/// `__writeback_single_inode`: writepages, then the dirty flags are recomputed
+/// from the mapping and dirty metadata is written.
+async fn writeback_single_inode(
+    m: &Rc<Machine>,
+    sb: &Rc<SuperBlock>,
+    inode: &InodeRef,
+    wbc: &mut WritebackControl,
+) {
+    do_writepages(m, sb, inode, wbc).await;
+    let dirty = {
+        let mut st = inode.st.borrow_mut();
+        let dirty = st.i_state & I_DIRTY;
+        st.i_state &= !dirty;
+        if inode.mapping.borrow().has_dirty() {
+            st.i_state |= I_DIRTY_PAGES;
+        }
+        dirty
+    };
+    if dirty & !I_DIRTY_PAGES != 0 {
+        m.sched.cpu(WRITE_INODE_NS).await;
+    }
+}
+
+/// `do_writepages`: the filesystem's writepages, then a lazy bandwidth update.
+pub async fn do_writepages(
+    m: &Rc<Machine>,
+    sb: &Rc<SuperBlock>,
+    inode: &InodeRef,
+    wbc: &mut WritebackControl,
+) {
+    let fs = sb.fs.clone();
+    fs.writepages(m, sb, inode, wbc).await;
+    if let Some(wb) = inode.wb() {
+        throttle::wb_update_bandwidth_if_due(m, &wb);
+    }
+}
+
+/// `requeue_inode`: where the inode goes after its turn.
+fn requeue_inode(
+    m: &Machine,
+    inode: &InodeRef,
+    wb: &Rc<Wb>,
+    wbc: &WritebackControl,
+    dirtied_before: Time,
+) {
+    let (freeing, dirty) = {
+        let st = inode.st.borrow();
+        (st.i_state & I_FREEING != 0, st.i_state & I_DIRTY != 0)
+    };
+    if freeing {
+        return;
+    }
+    // Sync livelock prevention.
+    if dirty && (wbc.sync_mode == SyncMode::All || wbc.tagged_writepages) {
+        inode.st.borrow_mut().dirtied_when = m.now();
+    }
+    if wbc.pages_skipped > 0 {
+        if dirty {
+            redirty_tail_locked(m, inode, wb);
+        } else {
+            inode_io_list_del(inode, wb);
+        }
+        return;
+    }
+    if inode.mapping.borrow().has_dirty() {
+        let dirtied_after = inode.st.borrow().dirtied_when > dirtied_before;
+        if wbc.nr_to_write <= 0 && !dirtied_after {
+            requeue_io(inode, wb);
+        } else {
+            redirty_tail_locked(m, inode, wb);
+        }
+    } else if dirty {
+        redirty_tail_locked(m, inode, wb);
+    } else if inode.st.borrow().i_state & I_DIRTY_TIME != 0 {
+        inode.st.borrow_mut().dirtied_when = m.now();
+        inode_io_list_move_locked(inode, wb, IoList::DirtyTime);
+        inode.st.borrow_mut().i_state &= !I_SYNC_QUEUED;
+    } else {
+        // Clean: off the writeback lists (inode_cgwb_move_to_attached).
+        inode_io_list_del(inode, wb);
+    }
+}
+
+/// `writeback_sb_inodes`: writes inodes of `sb` from b_io's tail; returns pages
+/// written. Stops at an inode of another superblock (unless the work is for
+/// one sb), after 100 ms once something was written, or when the work's
+/// budget is spent.
+async fn writeback_sb_inodes(
+    m: &Rc<Machine>,
+    sb: &Rc<SuperBlock>,
+    wb: &Rc<Wb>,
+    work: &WbWork,
+) -> i64 {
+    let start = m.now();
+    let mut total: i64 = 0;
+    let dirtied_before = if work.for_kupdate {
+        m.now()
+            .saturating_sub(m.dirty.borrow().dirty_expire_interval_ns())
+    } else {
+        m.now()
+    };
+    loop {
+        let tail = wb.lists.borrow().b_io.tail().cloned();
+        let Some(inode) = tail else { break };
+        if inode.sb_id != sb.id {
+            if work.sb.is_some() {
+                redirty_tail_locked(m, &inode, wb);
+                continue;
+            }
+            break;
+        }
+        let st = inode.st.borrow().i_state;
+        if st & (I_NEW | I_FREEING | I_WILL_FREE) != 0 {
+            redirty_tail_locked(m, &inode, wb);
+            continue;
+        }
+        if st & I_SYNC != 0 && work.sync_mode != SyncMode::All {
+            requeue_io(&inode, wb);
+            continue;
+        }
+        if st & I_SYNC != 0 {
+            let i2 = inode.clone();
+            inode
+                .i_wb_wait
+                .wait_event(&m.sim, move || !i2.has(I_SYNC))
+                .await;
+            continue;
+        }
+        inode.st.borrow_mut().i_state |= I_SYNC;
+        let write_chunk = writeback_chunk_size(m, wb, work);
+        let mut wbc = WritebackControl {
+            nr_to_write: write_chunk,
+            pages_skipped: 0,
+            sync_mode: work.sync_mode,
+            tagged_writepages: work.tagged_writepages,
+            for_kupdate: work.for_kupdate,
+            for_background: work.for_background,
+            for_sync: work.for_sync,
+            range_cyclic: work.range_cyclic,
+            range_start: 0,
+            range_end: u64::MAX,
+            reason: work.reason,
+        };
+        writeback_single_inode(m, sb, &inode, &mut wbc).await;
+        let wrote = write_chunk.saturating_sub(wbc.nr_to_write).max(0);
+        work.nr_pages.set(work.nr_pages.get().saturating_sub(wrote));
+        total += wrote;
+        wb.pages_written_total
+            .set(wb.pages_written_total.get() + wrote as u64);
+        // The inode may have switched wbs meanwhile: requeue on its current one.
+        let cur_wb = inode.wb().unwrap_or_else(|| wb.clone());
+        requeue_inode(m, &inode, &cur_wb, &wbc, dirtied_before);
+        // inode_sync_complete.
+        inode.st.borrow_mut().i_state &= !I_SYNC;
+        inode.i_wb_wait.wake_up_all();
+        if total > 0 {
+            if m.now() - start >= WRITEBACK_SLICE_NS {
+                break;
+            }
+            if work.nr_pages.get() <= 0 {
+                break;
+            }
+        }
+    }
+    total
+}
+
+/// `__writeback_inodes_wb`: every superblock with inodes on b_io, s_umount
+/// taken with a trylock (on failure the inode goes back to b_dirty).
+async fn writeback_inodes_wb(m: &Rc<Machine>, wb: &Rc<Wb>, work: &WbWork) -> i64 {
+    let start = m.now();
+    let mut wrote = 0;
+    loop {
+        let tail = wb.lists.borrow().b_io.tail().cloned();
+        let Some(inode) = tail else { break };
+        let sb = inode_sb(m, &inode);
+        // super_trylock_shared: s_umount read trylock, and the sb must be live.
+        let guard = sb.s_umount.down_read_trylock();
+        let Some(guard) = guard.filter(|_| sb.active()) else {
+            redirty_tail_locked(m, &inode, wb);
+            continue;
+        };
+        wrote += writeback_sb_inodes(m, &sb, wb, work).await;
+        drop(guard);
+        if wrote > 0 {
+            if m.now() - start >= WRITEBACK_SLICE_NS {
+                break;
+            }
+            if work.nr_pages.get() <= 0 {
+                break;
+            }
+        }
+    }
+    wrote
+}
+
+/// `wb_writeback`: the main loop of one work item; returns pages written.
+pub async fn wb_writeback(m: &Rc<Machine>, wb: &Rc<Wb>, work: &WbWork) -> i64 {
+    let nr_pages = work.nr_pages.get();
+    loop {
+        if work.nr_pages.get() <= 0 {
+            break;
+        }
+        // Background and periodic writeback yield to explicit work.
+        if (work.for_background || work.for_kupdate) && !wb.work_list.borrow().is_empty() {
+            break;
+        }
+        if work.for_background && !throttle::wb_over_bg_thresh(m, wb) {
+            break;
+        }
+        m.sim.trace("writeback_start", || {
+            format!(
+                "bdi {}: nr_pages={} sync_mode={} kupdate={} background={} reason={}",
+                wb.name,
+                work.nr_pages.get(),
+                (work.sync_mode == SyncMode::All) as u8,
+                work.for_kupdate as u8,
+                work.for_background as u8,
+                work.reason.name()
+            )
+        });
+        if wb.lists.borrow().b_io.is_empty() {
+            let dirtied_before = if work.for_kupdate {
+                m.now()
+                    .saturating_sub(m.dirty.borrow().dirty_expire_interval_ns())
+            } else {
+                m.now()
+            };
+            queue_io(m, wb, work, dirtied_before);
+        }
+        let progress = match work.sb {
+            Some(sb_id) => {
+                let sb = m.supers.borrow().get(&sb_id).cloned();
+                match sb {
+                    Some(sb) => writeback_sb_inodes(m, &sb, wb, work).await,
+                    None => 0,
+                }
+            }
+            None => writeback_inodes_wb(m, wb, work).await,
+        };
+        m.sim.trace("writeback_written", || {
+            format!(
+                "bdi {}: nr_pages={} progress={progress} reason={}",
+                wb.name,
+                work.nr_pages.get(),
+                work.reason.name()
+            )
+        });
+        if progress > 0 {
+            continue;
+        }
+        let more = wb.lists.borrow().b_more_io.tail().cloned();
+        let Some(inode) = more else { break };
+        // Nothing written: wait for an inode under writeback to be available.
+        m.sim.trace("writeback_wait", || format!("bdi {}", wb.name));
+        if inode.has(I_SYNC) {
+            let i2 = inode.clone();
+            inode
+                .i_wb_wait
+                .wait_event(&m.sim, move || !i2.has(I_SYNC))
+                .await;
+        } else {
+            // Nothing to wait for: avoid spinning (the kernel's wait returns
+            // at once too, then the loop retries).
+            m.sim.sleep(MSEC).await;
+        }
+    }
+    nr_pages - work.nr_pages.get()
+}
+
+/// `get_nr_dirty_pages`: dirty pages plus dirty inodes.
+fn get_nr_dirty_pages(m: &Machine) -> i64 {
+    m.vm.borrow().nr_file_dirty as i64
+}
+
+/// `wb_do_writeback`: queued work, then start_all, kupdate and background.
+async fn wb_do_writeback(m: &Rc<Machine>, wb: &Rc<Wb>) -> i64 {
+    wb.running.set(true);
+    let mut wrote = 0;
+    loop {
+        let work = wb.work_list.borrow_mut().pop_front();
+        let Some(work) = work else { break };
+        m.sim.trace("writeback_exec", || {
+            format!(
+                "bdi {}: nr_pages={} reason={}",
+                wb.name,
+                work.nr_pages.get(),
+                work.reason.name()
+            )
+        });
+        wrote += wb_writeback(m, wb, &work).await;
+        if let Some(done) = &work.done {
+            done.put();
+        }
+    }
+    // wb_check_start_all.
+    if let Some(reason) = wb.start_all.get() {
+        let nr = get_nr_dirty_pages(m);
+        if nr > 0 {
+            let mut w = WbWork::new(wb_split_bdi_pages(m, wb, nr), SyncMode::None, reason);
+            w.range_cyclic = true;
+            wrote += wb_writeback(m, wb, &w).await;
+        }
+        wb.start_all.set(None);
+    }
+    // wb_check_old_data_flush (kupdate).
+    let interval = m.dirty.borrow().dirty_writeback_interval_ns();
+    if interval > 0 && m.now() >= wb.last_old_flush.get() + interval {
+        wb.last_old_flush.set(m.now());
+        let nr = get_nr_dirty_pages(m);
+        if nr > 0 {
+            let mut w = WbWork::new(nr, SyncMode::None, WbReason::Periodic);
+            w.for_kupdate = true;
+            w.range_cyclic = true;
+            wrote += wb_writeback(m, wb, &w).await;
+        }
+    }
+    // wb_check_background_flush.
+    if throttle::wb_over_bg_thresh(m, wb) {
+        let mut w = WbWork::new(i64::MAX, SyncMode::None, WbReason::Background);
+        w.for_background = true;
+        w.range_cyclic = true;
+        wrote += wb_writeback(m, wb, &w).await;
+    }
+    wb.running.set(false);
+    wrote
+}
+
+/// `wb_split_bdi_pages`: a wb's share of `nr_pages` by write bandwidth among
+/// the wbs of its bdi (all of it with one wb).
+fn wb_split_bdi_pages(m: &Machine, wb: &Wb, nr_pages: i64) -> i64 {
+    let bdis = m.bdis.borrow();
+    let Some(bdi) = bdis.iter().find(|b| b.wbs.iter().any(|w| w.id == wb.id)) else {
+        return nr_pages;
+    };
+    if bdi.wbs.len() == 1 || nr_pages == i64::MAX {
+        return nr_pages;
+    }
+    let tot: u64 = bdi
+        .wbs
+        .iter()
+        .map(|w| w.bw.borrow().avg_write_bandwidth)
+        .sum();
+    if tot == 0 {
+        return nr_pages;
+    }
+    let this = wb.bw.borrow().avg_write_bandwidth;
+    ((nr_pages as i128 * this as i128 + tot as i128 - 1) / tot as i128) as i64
+}
+
+/// `wb_workfn`: the flusher's work function.
+pub async fn wb_workfn(m: &Rc<Machine>, wb: &Rc<Wb>) {
+    loop {
+        let pages = wb_do_writeback(m, wb).await;
+        m.sim
+            .trace("writeback_pages_written", || format!("{pages}"));
+        if wb.work_list.borrow().is_empty() {
+            break;
+        }
+    }
+    if !wb.work_list.borrow().is_empty() {
+        wb_wakeup(m, wb);
+    } else if wb.has_dirty_io() && m.dirty.borrow().dirty_writeback_interval_ns() > 0 {
+        wb_wakeup_delayed(m, wb);
+    }
+}

@@ -1,0 +1,106 @@
+//! `struct inode` as writeback sees it: `i_state` flags, `dirtied_when`, the wb
+//! it belongs to and its place on that wb's lists, and its page cache
+//! (include/linux/fs.h, fs/inode.c).
+//!
+//! Left out: the dentry cache, permissions, timestamps other than dirtied_when
+//! and dirtied_time_when, and the inode hash (an inode is "hashed" while it is
+//! in its superblock's table).
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use sim::Time;
+
+use crate::model::kernel::wait::WaitQueue;
+use crate::model::mm::backing_dev::{IoList, Wb};
+use crate::model::mm::filemap::AddressSpace;
+
+/// `i_state` bits (include/linux/fs.h).
+pub mod state {
+    pub const I_DIRTY_SYNC: u32 = 1 << 0;
+    pub const I_DIRTY_DATASYNC: u32 = 1 << 1;
+    pub const I_DIRTY_PAGES: u32 = 1 << 2;
+    pub const I_NEW: u32 = 1 << 3;
+    pub const I_WILL_FREE: u32 = 1 << 4;
+    pub const I_FREEING: u32 = 1 << 5;
+    pub const I_CLEAR: u32 = 1 << 6;
+    pub const I_SYNC: u32 = 1 << 7;
+    pub const I_DIRTY_TIME: u32 = 1 << 11;
+    pub const I_WB_SWITCH: u32 = 1 << 13;
+    pub const I_SYNC_QUEUED: u32 = 1 << 17;
+    /// I_DIRTY_INODE: metadata dirty.
+    pub const I_DIRTY_INODE: u32 = I_DIRTY_SYNC | I_DIRTY_DATASYNC;
+    /// I_DIRTY: any dirtiness that puts the inode on b_dirty.
+    pub const I_DIRTY: u32 = I_DIRTY_INODE | I_DIRTY_PAGES;
+}
+
+/// Mutable inode state, under `i_lock` in the kernel.
+pub struct InodeState {
+    pub i_state: u32,
+    /// When the inode was first dirtied (jiffies in the kernel; ns here).
+    pub dirtied_when: Time,
+    pub dirtied_time_when: Time,
+    /// The wb the inode is attached to (`inode->i_wb`).
+    pub wb: Option<Rc<Wb>>,
+    /// Which list of `wb` it is on and its key there (`inode->i_io_list`).
+    pub io_list: Option<(IoList, i64)>,
+    /// File size, bytes.
+    pub i_size: u64,
+    /// References (`i_count`).
+    pub i_count: u32,
+    /// Last access for the clean-page LRU (reclaim picks the oldest inode).
+    pub last_access: Time,
+}
+
+/// One inode.
+pub struct Inode {
+    pub ino: u64,
+    /// Id of the superblock it belongs to.
+    pub sb_id: u64,
+    pub st: RefCell<InodeState>,
+    pub mapping: RefCell<AddressSpace>,
+    /// Waiters for writeback of this inode's pages to end and for I_SYNC to
+    /// clear (`folio_wait_writeback`, `inode_wait_for_writeback`).
+    pub i_wb_wait: WaitQueue,
+    /// Byte offset of this file's data on the device (files are laid out
+    /// contiguously, so sequential files produce sequential I/O).
+    pub disk_base: u64,
+    /// Writeback context chosen for this inode (fixed for its lifetime).
+    pub wb_ctx: Cell<usize>,
+}
+
+/// Shared handle on an inode.
+pub type InodeRef = Rc<Inode>;
+
+impl Inode {
+    pub fn new(ino: u64, sb_id: u64, disk_base: u64, now: Time) -> InodeRef {
+        Rc::new(Inode {
+            ino,
+            sb_id,
+            st: RefCell::new(InodeState {
+                i_state: 0,
+                dirtied_when: 0,
+                dirtied_time_when: 0,
+                wb: None,
+                io_list: None,
+                i_size: 0,
+                i_count: 1,
+                last_access: now,
+            }),
+            mapping: RefCell::new(AddressSpace::new()),
+            i_wb_wait: WaitQueue::new(&format!("inode:{ino}:writeback")),
+            disk_base,
+            wb_ctx: Cell::new(0),
+        })
+    }
+
+    /// Tests an `i_state` bit.
+    pub fn has(&self, bit: u32) -> bool {
+        self.st.borrow().i_state & bit != 0
+    }
+
+    /// The inode's wb (`inode_to_wb`).
+    pub fn wb(&self) -> Option<Rc<Wb>> {
+        self.st.borrow().wb.clone()
+    }
+}

@@ -1,0 +1,318 @@
+//! The read and write paths: `vfs_write` -> `generic_perform_write` (buffered),
+//! `iomap_dio_rw` (O_DIRECT), `filemap_read` (buffered reads), with
+//! RWF_DONTCACHE's drop-behind folios, and allocation with direct reclaim.
+//!
+//! A buffered write of a range is handled as one batch: the CPU of write_begin,
+//! copy and write_end for every page, the pages marked dirty (new pages
+//! allocated, reclaiming clean pages if memory is short), the inode marked
+//! dirty, then `balance_dirty_pages_ratelimited`. Simplified: partial-page
+//! writes do not read the page first (writes are page aligned in practice);
+//! readahead is not modelled (a read fetches exactly its missing pages); reclaim
+//! takes clean pages from the least recently used inodes (one LRU over inodes,
+//! not the kernel's per-folio active/inactive lists).
+
+use std::rc::Rc;
+
+use sim::{Time, MSEC};
+
+use crate::model::block::Bio;
+use crate::model::fs::fs_writeback::{inode_attach_wb, mark_inode_dirty, wakeup_flusher_threads};
+use crate::model::fs::inode::{state::I_DIRTY_PAGES, InodeRef};
+use crate::model::fs::super_::SuperBlock;
+use crate::model::fs::sync::file_write_and_wait;
+use crate::model::fs::WritebackControl;
+use crate::model::machine::Machine;
+use crate::model::mm::accounting::account_delta;
+use crate::model::mm::backing_dev::{SyncMode, WbReason};
+use crate::model::mm::throttle::{self, TaskDirty};
+use crate::model::mm::vmstat::PAGE_SIZE;
+use crate::model::policy::DontcacheFlush;
+
+/// CPU per page of an O_DIRECT request (page pinning, bio building), ns:
+/// ~0.1 us (order of magnitude from iomap_dio profiles).
+pub const DIO_PAGE_NS: Time = 100;
+/// Reclaim gives up waiting for writeback after this long and retries
+/// (`reclaim_throttle` with VMSCAN_THROTTLE_WRITEBACK: HZ/10), ns.
+pub const RECLAIM_THROTTLE_NS: Time = 100 * MSEC;
+
+/// An open file.
+#[derive(Clone)]
+pub struct File {
+    pub sb: Rc<SuperBlock>,
+    pub inode: InodeRef,
+}
+
+/// Flags of one read or write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoFlags {
+    /// O_DIRECT.
+    pub direct: bool,
+    /// RWF_DONTCACHE.
+    pub dontcache: bool,
+    /// IOCB_NOWAIT (io_uring's first attempt): balance_dirty_pages must not sleep.
+    pub nowait: bool,
+}
+
+/// Errors the paths return.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoError {
+    /// EOPNOTSUPP: RWF_DONTCACHE on a filesystem without FOP_DONTCACHE.
+    NotSupported,
+    /// EAGAIN: would block with IOCB_NOWAIT.
+    Again,
+}
+
+/// Creates a new file on `sb` (`open(O_CREAT)`), choosing its writeback context.
+pub fn create_file(m: &Rc<Machine>, sb: &Rc<SuperBlock>) -> File {
+    let inode = sb.new_inode(m.now());
+    let nr = sb.bdi.nr_wb_ctx();
+    let ctx = sb
+        .fs
+        .wb_ctx_for_inode(inode.ino, nr, m.policies().wb_ctx_assign)
+        .min(nr - 1);
+    inode.wb_ctx.set(ctx);
+    File {
+        sb: sb.clone(),
+        inode,
+    }
+}
+
+fn page_range(pos: u64, len: u64) -> (u64, u64) {
+    (pos / PAGE_SIZE, (pos + len).div_ceil(PAGE_SIZE))
+}
+
+/// `min_free_kbytes`-style low watermark: `sqrt(lowmem_kbytes * 16)` KiB
+/// (mm/page_alloc.c, init_per_zone_wmark_min), in pages.
+pub fn low_watermark_pages(m: &Machine) -> u64 {
+    let kb = m.vm.borrow().total_pages * 4;
+    let min_kb = ((kb * 16) as f64).sqrt() as u64;
+    (min_kb / 4) * 5 / 4
+}
+
+/// Makes room for `pages` new page-cache pages: direct reclaim of clean pages
+/// (least recently used inodes first) and, if only dirty or writeback pages
+/// remain, waking the flushers and waiting for writeback to complete.
+pub async fn ensure_free(m: &Rc<Machine>, pages: u64) {
+    loop {
+        let free = m.vm.borrow().free_pages();
+        let want = pages + low_watermark_pages(m);
+        if free >= want {
+            return;
+        }
+        let need = want - free + 32; // SWAP_CLUSTER_MAX batch
+        let reclaimed = shrink_clean(m, need);
+        if reclaimed > 0 {
+            m.sched.cpu(reclaimed * m.cfg.costs.reclaim_page_ns).await;
+            continue;
+        }
+        // Nothing clean: kick writeback and wait for some to complete.
+        wakeup_flusher_threads(m, WbReason::Vmscan);
+        let before = m.vm.borrow().nr_written;
+        let vm_wait = m.sim.sleep(RECLAIM_THROTTLE_NS);
+        let m2 = m.clone();
+        let progress = async move {
+            loop {
+                if m2.vm.borrow().nr_written > before {
+                    return;
+                }
+                m2.sim.sleep(MSEC).await;
+            }
+        };
+        select2(vm_wait, progress).await;
+        if m.vm.borrow().nr_writeback == 0 && m.vm.borrow().nr_file_dirty == 0 {
+            // Nothing can be freed: memory is full of unreclaimable pages.
+            m.violation("out of memory: no reclaimable page cache".into());
+            return;
+        }
+    }
+}
+
+/// Completes when either future completes.
+async fn select2(
+    a: impl std::future::Future<Output = ()>,
+    b: impl std::future::Future<Output = ()>,
+) {
+    let mut a = Box::pin(a);
+    let mut b = Box::pin(b);
+    std::future::poll_fn(move |cx| {
+        if a.as_mut().poll(cx).is_ready() || b.as_mut().poll(cx).is_ready() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+/// Drops up to `need` clean pages, least recently used inodes first.
+fn shrink_clean(m: &Rc<Machine>, need: u64) -> u64 {
+    let mut inodes: Vec<InodeRef> = m
+        .supers
+        .borrow()
+        .values()
+        .filter(|s| s.bdi.can_writeback)
+        .flat_map(|s| s.inodes.borrow().values().cloned().collect::<Vec<_>>())
+        .collect();
+    inodes.sort_by_key(|i| (i.st.borrow().last_access, i.sb_id, i.ino));
+    let mut got = 0;
+    for inode in inodes {
+        if got >= need {
+            break;
+        }
+        let d = inode.mapping.borrow_mut().reclaim_clean(need - got);
+        if d.cached < 0 {
+            got += (-d.cached) as u64;
+            account_delta(m, inode.wb().as_ref(), &d);
+        }
+    }
+    got
+}
+
+/// write(2)/pwritev2(2) of `len` bytes at `pos`.
+pub async fn vfs_write(
+    m: &Rc<Machine>,
+    task: &mut TaskDirty,
+    f: &File,
+    pos: u64,
+    len: u64,
+    fl: IoFlags,
+) -> Result<(), IoError> {
+    if fl.dontcache && !fl.direct && !f.sb.fs.fop_dontcache() {
+        return Err(IoError::NotSupported);
+    }
+    f.inode.st.borrow_mut().last_access = m.now();
+    if fl.direct {
+        direct_io(m, f, pos, len, true).await;
+    } else {
+        generic_perform_write(m, task, f, pos, len, fl).await?;
+    }
+    let mut st = f.inode.st.borrow_mut();
+    st.i_size = st.i_size.max(pos + len);
+    Ok(())
+}
+
+/// `generic_perform_write` and what follows it (`generic_write_sync` for
+/// RWF_DONTCACHE, `balance_dirty_pages_ratelimited`).
+async fn generic_perform_write(
+    m: &Rc<Machine>,
+    task: &mut TaskDirty,
+    f: &File,
+    pos: u64,
+    len: u64,
+    fl: IoFlags,
+) -> Result<(), IoError> {
+    let (start, end) = page_range(pos, len);
+    let npages = end - start;
+    m.sched
+        .cpu(m.cfg.costs.syscall_ns + npages * f.sb.fs.write_page_ns())
+        .await;
+    if !f.sb.bdi.can_writeback {
+        // tmpfs: shmem pages, never dirty-accounted or written back.
+        let d = f.inode.mapping.borrow_mut().add_clean(start, end, false);
+        m.vm.borrow_mut().add_shmem(d.cached);
+        return Ok(());
+    }
+    let missing = f.inode.mapping.borrow().count_missing(start, end);
+    if missing > 0 {
+        ensure_free(m, missing).await;
+    }
+    let wb = inode_attach_wb(&f.sb, &f.inode);
+    let d = f
+        .inode
+        .mapping
+        .borrow_mut()
+        .mark_dirty(start, end, fl.dontcache);
+    account_delta(m, Some(&wb), &d);
+    if d.dirtied > 0 {
+        mark_inode_dirty(m, &f.inode, I_DIRTY_PAGES);
+    }
+    throttle::account_dirtied(m, task, d.dirtied);
+    if fl.dontcache {
+        match m.policies().dontcache_flush {
+            DontcacheFlush::Inline => {
+                // filemap_fdatawrite_range_kick: WB_SYNC_NONE writeback of the
+                // written range, in the writer's context.
+                let mut wbc = WritebackControl::new(i64::MAX, SyncMode::None, WbReason::Sync);
+                wbc.range_start = start;
+                wbc.range_end = end;
+                f.sb.fs.writepages(m, &f.sb, &f.inode, &mut wbc).await;
+            }
+            DontcacheFlush::Kick => {
+                throttle::dontcache_kick(m, &wb, npages);
+            }
+        }
+    }
+    throttle::balance_dirty_pages_ratelimited(m, task, &wb, fl.nowait).await
+}
+
+/// O_DIRECT read or write of `len` bytes at `pos`: cached pages of the range
+/// are written and invalidated first, then the bio goes straight to the device.
+pub async fn direct_io(m: &Rc<Machine>, f: &File, pos: u64, len: u64, write: bool) {
+    let (start, end) = page_range(pos, len);
+    m.sched
+        .cpu(m.cfg.costs.syscall_ns + (end - start) * DIO_PAGE_NS)
+        .await;
+    let cached = f.inode.mapping.borrow().nrpages() > 0;
+    if cached && write {
+        file_write_and_wait(m, &f.sb, &f.inode).await;
+        let d = f.inode.mapping.borrow_mut().reclaim_clean(u64::MAX);
+        account_delta(m, f.inode.wb().as_ref(), &d);
+    }
+    if let Some(dev) = &f.sb.device {
+        let off = f.inode.disk_base + pos;
+        let bio = if write {
+            Bio::write(off, len)
+        } else {
+            Bio::read(off, len)
+        };
+        dev.submit_bio_wait(bio).await;
+    }
+}
+
+/// read(2)/preadv2(2) of `len` bytes at `pos`.
+pub async fn vfs_read(
+    m: &Rc<Machine>,
+    f: &File,
+    pos: u64,
+    len: u64,
+    fl: IoFlags,
+) -> Result<(), IoError> {
+    if fl.dontcache && !fl.direct && !f.sb.fs.fop_dontcache() {
+        return Err(IoError::NotSupported);
+    }
+    f.inode.st.borrow_mut().last_access = m.now();
+    if fl.direct {
+        direct_io(m, f, pos, len, false).await;
+        return Ok(());
+    }
+    let (start, end) = page_range(pos, len);
+    let missing = f.inode.mapping.borrow().count_missing(start, end);
+    if missing > 0 && f.sb.bdi.can_writeback {
+        ensure_free(m, missing).await;
+        if let Some(dev) = &f.sb.device {
+            dev.submit_bio_wait(Bio::read(
+                f.inode.disk_base + start * PAGE_SIZE,
+                (end - start) * PAGE_SIZE,
+            ))
+            .await;
+        }
+        let d = f
+            .inode
+            .mapping
+            .borrow_mut()
+            .add_clean(start, end, fl.dontcache);
+        account_delta(m, f.inode.wb().as_ref(), &d);
+    }
+    m.sched
+        .cpu(m.cfg.costs.syscall_ns + (end - start) * m.cfg.costs.read_copy_page_ns)
+        .await;
+    if fl.dontcache {
+        let d = f
+            .inode
+            .mapping
+            .borrow_mut()
+            .drop_clean_dropbehind(start, end);
+        account_delta(m, f.inode.wb().as_ref(), &d);
+    }
+    Ok(())
+}

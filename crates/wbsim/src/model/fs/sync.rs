@@ -1,0 +1,145 @@
+//! Data integrity: fs/sync.c and the sync parts of fs/fs-writeback.c.
+//!
+//! `sync_inodes_sb` (WB_SYNC_ALL work to every wb of the bdi, then
+//! `wait_sb_inodes`), `writeback_inodes_sb` (tagged WB_SYNC_NONE),
+//! `sync_filesystem` (syncfs(2) and the first step of unmount), `ksys_sync`
+//! (sync(2)), and `vfs_fsync_range` (fsync(2)).
+//!
+//! Simplified: `wb_switch_rwsem` is not taken yet (no cgroup writeback);
+//! `sync_bdevs` (the block devices' own page caches) is not modelled.
+
+use std::rc::Rc;
+
+use crate::model::fs::fs_writeback::{wakeup_flusher_threads, wb_queue_work};
+use crate::model::fs::inode::InodeRef;
+use crate::model::fs::super_::SuperBlock;
+use crate::model::fs::WritebackControl;
+use crate::model::machine::Machine;
+use crate::model::mm::backing_dev::{SyncMode, WbCompletion, WbReason, WbWork};
+
+/// Queues a copy of `base` on every wb of `sb`'s bdi that has something to do
+/// (`bdi_split_work_to_wbs`) and waits for all of them.
+async fn split_work_and_wait(m: &Rc<Machine>, sb: &Rc<SuperBlock>, base: impl Fn() -> WbWork) {
+    let done = WbCompletion::new();
+    for wb in &sb.bdi.wbs {
+        if !wb.has_dirty_io() {
+            continue;
+        }
+        let mut w = base();
+        w.done = Some(done.clone());
+        wb_queue_work(m, wb, Rc::new(w));
+    }
+    // Drop the issuer's reference and wait (wb_wait_for_completion).
+    done.put();
+    let d2 = done.clone();
+    done.waitq
+        .wait_event(&m.sim, move || d2.cnt.get() == 0)
+        .await;
+}
+
+/// `wait_sb_inodes`: waits until no page of `sb` is under writeback.
+pub async fn wait_sb_inodes(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
+    let inodes: Vec<InodeRef> = sb.inodes.borrow().values().cloned().collect();
+    for inode in inodes {
+        filemap_fdatawait(m, &inode).await;
+    }
+}
+
+/// Waits until no page of `inode` is under writeback (`filemap_fdatawait`).
+pub async fn filemap_fdatawait(m: &Rc<Machine>, inode: &InodeRef) {
+    let i2 = inode.clone();
+    inode
+        .i_wb_wait
+        .wait_event(&m.sim, move || i2.mapping.borrow().nr_writeback() == 0)
+        .await;
+}
+
+/// `sync_inodes_sb`: write and wait for every dirty page of `sb`.
+pub async fn sync_inodes_sb(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
+    if !sb.bdi.can_writeback {
+        return;
+    }
+    let id = sb.id;
+    split_work_and_wait(m, sb, || {
+        let mut w = WbWork::new(i64::MAX, SyncMode::All, WbReason::Sync);
+        w.sb = Some(id);
+        w.range_cyclic = false;
+        w.for_sync = true;
+        w
+    })
+    .await;
+    wait_sb_inodes(m, sb).await;
+}
+
+/// `writeback_inodes_sb`: start writeback of `sb`'s dirty pages (tagged, no
+/// waiting on pages) and wait for the work items.
+pub async fn writeback_inodes_sb(m: &Rc<Machine>, sb: &Rc<SuperBlock>, reason: WbReason) {
+    if !sb.bdi.can_writeback {
+        return;
+    }
+    let id = sb.id;
+    let nr = m.vm.borrow().nr_file_dirty as i64;
+    split_work_and_wait(m, sb, || {
+        let mut w = WbWork::new(nr, SyncMode::None, reason);
+        w.sb = Some(id);
+        w.tagged_writepages = true;
+        w
+    })
+    .await;
+}
+
+/// `sync_filesystem`: what syncfs(2) and unmount do.
+pub async fn sync_filesystem(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
+    writeback_inodes_sb(m, sb, WbReason::Sync).await;
+    sb.fs.sync_fs(m, sb, false).await;
+    sync_inodes_sb(m, sb).await;
+    sb.fs.sync_fs(m, sb, true).await;
+}
+
+/// `ksys_sync`: sync(2).
+pub async fn ksys_sync(m: &Rc<Machine>) {
+    wakeup_flusher_threads(m, WbReason::Sync);
+    let sbs: Vec<Rc<SuperBlock>> = m
+        .supers
+        .borrow()
+        .values()
+        .filter(|s| s.active())
+        .cloned()
+        .collect();
+    for sb in &sbs {
+        sync_inodes_sb(m, sb).await;
+    }
+    for sb in &sbs {
+        sb.fs.sync_fs(m, sb, false).await;
+    }
+    for sb in &sbs {
+        sb.fs.sync_fs(m, sb, true).await;
+    }
+}
+
+/// `file_write_and_wait_range` over a whole file: WB_SYNC_ALL writepages, wait
+/// for writeback; a second pass writes pages that were redirtied while under
+/// writeback at the first pass.
+pub async fn file_write_and_wait(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
+    if !sb.bdi.can_writeback {
+        return;
+    }
+    for _ in 0..2 {
+        let mut wbc = WritebackControl::new(i64::MAX, SyncMode::All, WbReason::Sync);
+        wbc.range_start = 0;
+        wbc.range_end = u64::MAX;
+        if inode.mapping.borrow().has_dirty() {
+            sb.fs.writepages(m, sb, inode, &mut wbc).await;
+        }
+        filemap_fdatawait(m, inode).await;
+        if !inode.mapping.borrow().has_dirty() {
+            break;
+        }
+    }
+}
+
+/// `vfs_fsync_range` over the whole file: data, then the filesystem's commit.
+pub async fn vfs_fsync(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef, datasync: bool) {
+    file_write_and_wait(m, sb, inode).await;
+    sb.fs.fsync_commit(m, sb, datasync).await;
+}

@@ -1,0 +1,59 @@
+//! tmpfs (mm/shmem.c): file data lives in shmem pages that are never written
+//! back (its bdi has no BDI_CAP_WRITEBACK) and are not counted as dirty
+//! (`noop_dirty_folio`). fsync and sync_fs do nothing; shutdown frees the pages.
+//!
+//! Simplified: no swap; shmem pages are accounted as memory in use (`nr_shmem`),
+//! outside the page cache's reclaimable pages.
+
+use std::rc::Rc;
+
+use sim::Time;
+
+use crate::model::fs::super_::SuperBlock;
+use crate::model::fs::{Filesystem, LocalBoxFuture};
+use crate::model::machine::Machine;
+
+/// CPU per page of a tmpfs write (`shmem_write_begin` with page allocation and
+/// zeroing, copy, `shmem_write_end`), ns: ~1 us (order of magnitude).
+pub const SHMEM_WRITE_PAGE_NS: Time = 1_000;
+
+/// The tmpfs filesystem type.
+pub struct Tmpfs;
+
+impl Filesystem for Tmpfs {
+    fn name(&self) -> &'static str {
+        "tmpfs"
+    }
+    fn has_writeback(&self) -> bool {
+        false
+    }
+    fn write_page_ns(&self) -> Time {
+        SHMEM_WRITE_PAGE_NS
+    }
+    fn writepage_ns(&self) -> Time {
+        0
+    }
+    fn fsync_commit<'a>(
+        &'a self,
+        _m: &'a Rc<Machine>,
+        _sb: &'a Rc<SuperBlock>,
+        _datasync: bool,
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+    fn sync_fs<'a>(
+        &'a self,
+        _m: &'a Rc<Machine>,
+        _sb: &'a Rc<SuperBlock>,
+        _wait: bool,
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+    fn put_super<'a>(
+        &'a self,
+        _m: &'a Rc<Machine>,
+        _sb: &'a Rc<SuperBlock>,
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}

@@ -1,0 +1,112 @@
+//! Generic `->writepages`: walk the mapping's dirty pages (`write_cache_pages`
+//! / `writeback_iter`), move them to writeback, and submit them as bios of at
+//! most the device's request size (`iomap_writepages`, `mpage_writepages`).
+//! Bio completion (`bi_end_io` -> `folio_end_writeback`) cleans the pages, or
+//! drops PG_dropbehind ones, and wakes waiters.
+//!
+//! Pages are taken in batches of one maximum-size bio, so pages under
+//! writeback are bounded by the device's queue depth (submit_bio blocks for a
+//! tag), as in the kernel. Left out: folio locking and the per-folio skip of
+//! locked folios (pages_skipped stays 0).
+
+use std::rc::Rc;
+
+use crate::model::block::Bio;
+use crate::model::fs::inode::InodeRef;
+use crate::model::fs::super_::SuperBlock;
+use crate::model::fs::WritebackControl;
+use crate::model::machine::Machine;
+use crate::model::mm::accounting::account_delta;
+use crate::model::mm::vmstat::PAGE_SIZE;
+
+/// Submits the pages `[start, end)` of `inode` (already in writeback state) as
+/// bios; completion ends their writeback.
+pub async fn submit_page_range(
+    m: &Rc<Machine>,
+    sb: &Rc<SuperBlock>,
+    inode: &InodeRef,
+    start: u64,
+    end: u64,
+) {
+    let Some(dev) = sb.device.clone() else {
+        // No device (should not happen for a writeback-capable fs): complete now.
+        end_page_writeback(m, inode, start, end);
+        return;
+    };
+    let max_pages = (dev.profile().max_request_bytes / PAGE_SIZE).max(1);
+    let mut s = start;
+    while s < end {
+        let e = end.min(s + max_pages);
+        let bio = Bio::write(inode.disk_base + s * PAGE_SIZE, (e - s) * PAGE_SIZE);
+        let wm = Rc::downgrade(m);
+        let ino = inode.clone();
+        dev.submit_bio(
+            bio,
+            Box::new(move || {
+                if let Some(m) = wm.upgrade() {
+                    end_page_writeback(&m, &ino, s, e);
+                }
+            }),
+        )
+        .await;
+        s = e;
+    }
+}
+
+/// `folio_end_writeback` for a page range: counters, dropbehind, waiters.
+pub fn end_page_writeback(m: &Rc<Machine>, inode: &InodeRef, start: u64, end: u64) {
+    let (d, _dropped) = inode.mapping.borrow_mut().end_writeback(start, end);
+    account_delta(m, inode.wb().as_ref(), &d);
+    inode.i_wb_wait.wake_up_all();
+    m.sim.trace("writeback_end_folio", || {
+        format!("ino={} index={start} nr={}", inode.ino, end - start)
+    });
+}
+
+/// The generic writepages.
+pub async fn generic_writepages(
+    m: &Rc<Machine>,
+    sb: &Rc<SuperBlock>,
+    inode: &InodeRef,
+    wbc: &mut WritebackControl,
+) {
+    let batch = sb
+        .device
+        .as_ref()
+        .map_or(256, |d| (d.profile().max_request_bytes / PAGE_SIZE).max(1));
+    let (mut index, mut end) = if wbc.range_cyclic {
+        (inode.mapping.borrow().writeback_index, u64::MAX)
+    } else {
+        (wbc.range_start, wbc.range_end)
+    };
+    let cyclic_start = index;
+    let mut wrapped = false;
+    let per_page = sb.fs.writepage_ns();
+    while wbc.nr_to_write > 0 {
+        let take = batch.min(wbc.nr_to_write as u64);
+        let (ranges, delta) = inode.mapping.borrow_mut().start_writeback(index, end, take);
+        if ranges.is_empty() {
+            if wbc.range_cyclic && !wrapped && cyclic_start > 0 {
+                wrapped = true;
+                index = 0;
+                end = cyclic_start;
+                continue;
+            }
+            break;
+        }
+        account_delta(m, inode.wb().as_ref(), &delta);
+        let pages: u64 = ranges.iter().map(|(s, e)| e - s).sum();
+        m.sched.cpu(pages * per_page).await;
+        for &(s, e) in &ranges {
+            submit_page_range(m, sb, inode, s, e).await;
+        }
+        wbc.nr_to_write -= pages as i64;
+        index = ranges.last().map_or(index, |r| r.1);
+        if wbc.range_cyclic {
+            inode.mapping.borrow_mut().writeback_index = index;
+        }
+    }
+    if wbc.range_cyclic && !inode.mapping.borrow().has_dirty() {
+        inode.mapping.borrow_mut().writeback_index = 0;
+    }
+}

@@ -1,0 +1,500 @@
+//! The page cache of one file: `struct address_space` and its folio states.
+//!
+//! Models mm/filemap.c and the folio flags that writeback reads (PG_dirty,
+//! PG_writeback, PG_dropbehind) with pages aggregated in ranges: a mapping is a
+//! sorted set of non-overlapping page ranges, each with one state, merged when
+//! neighbours agree. A 1 TB sequential write is a handful of ranges, not 2^28
+//! objects (DESIGN.md principle 5).
+//!
+//! States (what the xarray tags and folio flags say):
+//! - `Clean`: cached, up to date, not dirty.
+//! - `Dirty`: PG_dirty (PAGECACHE_TAG_DIRTY).
+//! - `Writeback`: PG_writeback, I/O in flight.
+//! - `WritebackDirty`: redirtied while under writeback (both flags; possible
+//!   because these devices do not ask for stable pages). Counted in both
+//!   NR_FILE_DIRTY and NR_WRITEBACK, as the kernel does.
+//!
+//! Left out: folio sizes (every page is 4 KiB, order 0), page locks, the
+//! PAGECACHE_TAG_TOWRITE tagging of WB_SYNC_ALL (the caller bounds its walk
+//! instead), shadow entries and refault detection.
+
+use std::collections::BTreeMap;
+
+/// State of a cached page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageState {
+    Clean,
+    Dirty,
+    Writeback,
+    WritebackDirty,
+}
+
+impl PageState {
+    /// Counts toward NR_FILE_DIRTY.
+    pub fn is_dirty(self) -> bool {
+        matches!(self, PageState::Dirty | PageState::WritebackDirty)
+    }
+    /// Counts toward NR_WRITEBACK.
+    pub fn is_writeback(self) -> bool {
+        matches!(self, PageState::Writeback | PageState::WritebackDirty)
+    }
+}
+
+/// A piece of a range being updated: start, end, old (state, dropbehind).
+type Piece = (u64, u64, Option<(PageState, bool)>);
+
+/// One range of pages `[start, end)` with one state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Extent {
+    end: u64,
+    state: PageState,
+    /// PG_dropbehind: drop the folio once it is clean (RWF_DONTCACHE).
+    dropbehind: bool,
+}
+
+/// Page-count changes made by one operation, to be applied by the caller to the
+/// global, per-wb and per-memcg counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Delta {
+    /// Pages added to (+) or removed from (-) the cache.
+    pub cached: i64,
+    /// Change in NR_FILE_DIRTY.
+    pub dirty: i64,
+    /// Change in NR_WRITEBACK.
+    pub writeback: i64,
+    /// Pages newly dirtied (clean or absent -> dirty): what NR_DIRTIED counts.
+    pub dirtied: u64,
+    /// Pages whose writeback completed (NR_WRITTEN).
+    pub written: u64,
+}
+
+impl Delta {
+    fn account(&mut self, from: Option<PageState>, to: Option<PageState>, n: u64) {
+        let n_i = n as i64;
+        let was_cached = from.is_some();
+        let is_cached = to.is_some();
+        self.cached += (is_cached as i64 - was_cached as i64) * n_i;
+        let d0 = from.is_some_and(|s| s.is_dirty());
+        let d1 = to.is_some_and(|s| s.is_dirty());
+        self.dirty += (d1 as i64 - d0 as i64) * n_i;
+        let w0 = from.is_some_and(|s| s.is_writeback());
+        let w1 = to.is_some_and(|s| s.is_writeback());
+        self.writeback += (w1 as i64 - w0 as i64) * n_i;
+        if d1 && !d0 {
+            self.dirtied += n;
+        }
+        if w0 && !w1 {
+            self.written += n;
+        }
+    }
+
+    /// Adds another delta to this one.
+    pub fn add(&mut self, o: Delta) {
+        self.cached += o.cached;
+        self.dirty += o.dirty;
+        self.writeback += o.writeback;
+        self.dirtied += o.dirtied;
+        self.written += o.written;
+    }
+}
+
+/// The page cache of one inode.
+#[derive(Clone, Debug, Default)]
+pub struct AddressSpace {
+    /// start page index -> extent.
+    map: BTreeMap<u64, Extent>,
+    nr_cached: u64,
+    nr_dirty: u64,
+    nr_writeback: u64,
+    /// `mapping->writeback_index`: where range_cyclic writeback resumes.
+    pub writeback_index: u64,
+}
+
+impl AddressSpace {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Pages cached (`mapping->nrpages`).
+    pub fn nrpages(&self) -> u64 {
+        self.nr_cached
+    }
+    /// Pages dirty (including redirtied under writeback).
+    pub fn nr_dirty(&self) -> u64 {
+        self.nr_dirty
+    }
+    /// Pages under writeback.
+    pub fn nr_writeback(&self) -> u64 {
+        self.nr_writeback
+    }
+    /// Number of ranges held (a measure of fragmentation and memory use).
+    pub fn nr_extents(&self) -> usize {
+        self.map.len()
+    }
+    /// `mapping_tagged(mapping, PAGECACHE_TAG_DIRTY)`.
+    pub fn has_dirty(&self) -> bool {
+        self.nr_dirty > 0
+    }
+
+    /// Splits the extent containing `at` (if any) so that a range starts at `at`.
+    fn split_at(&mut self, at: u64) {
+        let found = self
+            .map
+            .range(..at)
+            .next_back()
+            .map(|(&s, e)| (s, *e))
+            .filter(|(_, e)| e.end > at);
+        if let Some((s, e)) = found {
+            self.map.insert(s, Extent { end: at, ..e });
+            self.map.insert(at, e);
+        }
+    }
+
+    /// Applies `f` to every page of `[start, end)` (holes passed as `None`),
+    /// returning the counter changes. `f` maps (state, dropbehind) to the new
+    /// (state, dropbehind) or `None` to drop the pages from the cache.
+    fn update(
+        &mut self,
+        start: u64,
+        end: u64,
+        mut f: impl FnMut(Option<(PageState, bool)>) -> Option<(PageState, bool)>,
+    ) -> Delta {
+        let mut delta = Delta::default();
+        if start >= end {
+            return delta;
+        }
+        self.split_at(start);
+        self.split_at(end);
+        // Collect the pieces of [start, end): extents and holes.
+        let mut pieces: Vec<Piece> = Vec::new();
+        let mut cur = start;
+        let keys: Vec<u64> = self.map.range(start..end).map(|(&k, _)| k).collect();
+        for k in keys {
+            let e = self.map.remove(&k).expect("key just listed");
+            if k > cur {
+                pieces.push((cur, k, None));
+            }
+            pieces.push((k, e.end, Some((e.state, e.dropbehind))));
+            cur = e.end;
+        }
+        if cur < end {
+            pieces.push((cur, end, None));
+        }
+        for (s, e, old) in pieces {
+            let new = f(old);
+            delta.account(old.map(|o| o.0), new.map(|n| n.0), e - s);
+            if let Some((state, dropbehind)) = new {
+                self.map.insert(
+                    s,
+                    Extent {
+                        end: e,
+                        state,
+                        dropbehind,
+                    },
+                );
+            }
+        }
+        self.apply_counts(delta);
+        self.coalesce(start, end);
+        delta
+    }
+
+    fn apply_counts(&mut self, d: Delta) {
+        self.nr_cached = (self.nr_cached as i64 + d.cached) as u64;
+        self.nr_dirty = (self.nr_dirty as i64 + d.dirty) as u64;
+        self.nr_writeback = (self.nr_writeback as i64 + d.writeback) as u64;
+    }
+
+    /// Merges neighbouring extents with equal attributes around `[start, end]`.
+    fn coalesce(&mut self, start: u64, end: u64) {
+        let first = self
+            .map
+            .range(..start)
+            .next_back()
+            .map(|(&k, _)| k)
+            .unwrap_or(start);
+        let keys: Vec<u64> = self.map.range(first..=end).map(|(&k, _)| k).collect();
+        let mut prev: Option<u64> = None;
+        for k in keys {
+            if let Some(p) = prev {
+                let pe = self.map[&p];
+                let ke = self.map[&k];
+                if pe.end == k && pe.state == ke.state && pe.dropbehind == ke.dropbehind {
+                    self.map.remove(&k);
+                    self.map.get_mut(&p).expect("prev exists").end = ke.end;
+                    continue;
+                }
+            }
+            prev = Some(k);
+        }
+    }
+
+    /// A buffered write dirtied pages `[start, end)` (`folio_mark_dirty` after
+    /// the copy). New pages are allocated (and get PG_dropbehind if asked, as
+    /// RWF_DONTCACHE does for folios it creates); pages that were cached keep
+    /// their flag (folios that existed before the I/O stay cached).
+    pub fn mark_dirty(&mut self, start: u64, end: u64, dropbehind_new: bool) -> Delta {
+        self.update(start, end, |old| match old {
+            None => Some((PageState::Dirty, dropbehind_new)),
+            Some((PageState::Clean, db)) | Some((PageState::Dirty, db)) => {
+                Some((PageState::Dirty, db))
+            }
+            Some((PageState::Writeback, db)) | Some((PageState::WritebackDirty, db)) => {
+                Some((PageState::WritebackDirty, db))
+            }
+        })
+    }
+
+    /// A read brought pages `[start, end)` into the cache (holes become clean).
+    pub fn add_clean(&mut self, start: u64, end: u64, dropbehind_new: bool) -> Delta {
+        self.update(start, end, |old| match old {
+            None => Some((PageState::Clean, dropbehind_new)),
+            other => other,
+        })
+    }
+
+    /// Pages of `[start, end)` not cached (a read must fetch them).
+    pub fn count_missing(&self, start: u64, end: u64) -> u64 {
+        let cached: u64 = self.ranges_in(start, end).map(|(s, e, _)| e - s).sum();
+        (end - start) - cached
+    }
+
+    fn ranges_in(&self, start: u64, end: u64) -> impl Iterator<Item = (u64, u64, Extent)> + '_ {
+        let first = self
+            .map
+            .range(..start)
+            .next_back()
+            .filter(|(_, e)| e.end > start)
+            .map(|(&k, _)| k)
+            .unwrap_or(start);
+        self.map
+            .range(first..end)
+            .map(move |(&s, e)| (s.max(start), e.end.min(end), *e))
+            .filter(|(s, e, _)| s < e)
+    }
+
+    /// Dirty pages in `[start, end)`.
+    pub fn dirty_in(&self, start: u64, end: u64) -> u64 {
+        self.ranges_in(start, end)
+            .filter(|(_, _, x)| x.state.is_dirty())
+            .map(|(s, e, _)| e - s)
+            .sum()
+    }
+
+    /// Pages under writeback in `[start, end)`.
+    pub fn writeback_in(&self, start: u64, end: u64) -> u64 {
+        self.ranges_in(start, end)
+            .filter(|(_, _, x)| x.state.is_writeback())
+            .map(|(s, e, _)| e - s)
+            .sum()
+    }
+
+    /// Takes up to `max_pages` `Dirty` pages within `[start, end)`, walking up
+    /// from `start`, and moves them to `Writeback` (`folio_clear_dirty_for_io` +
+    /// `folio_start_writeback` in `write_cache_pages`). Pages redirtied under
+    /// writeback are skipped (WB_SYNC_NONE semantics; WB_SYNC_ALL callers wait
+    /// for their writeback and call again). Returns the contiguous ranges taken
+    /// (each one a candidate bio) and the counter changes.
+    pub fn start_writeback(
+        &mut self,
+        start: u64,
+        end: u64,
+        max_pages: u64,
+    ) -> (Vec<(u64, u64)>, Delta) {
+        let mut want: Vec<(u64, u64)> = Vec::new();
+        let mut left = max_pages;
+        for (s, e, x) in self.ranges_in(start, end) {
+            if left == 0 {
+                break;
+            }
+            if x.state == PageState::Dirty {
+                let take = (e - s).min(left);
+                want.push((s, s + take));
+                left -= take;
+            }
+        }
+        let mut delta = Delta::default();
+        for &(s, e) in &want {
+            delta.add(self.update(s, e, |old| match old {
+                Some((PageState::Dirty, db)) => Some((PageState::Writeback, db)),
+                other => other,
+            }));
+        }
+        (want, delta)
+    }
+
+    /// Writeback of `[start, end)` completed (`folio_end_writeback`): pages go
+    /// clean, or back to dirty if redirtied meanwhile; clean PG_dropbehind pages
+    /// are dropped from the cache (`folio_end_dropbehind`). Returns the changes
+    /// and the number of pages dropped.
+    pub fn end_writeback(&mut self, start: u64, end: u64) -> (Delta, u64) {
+        let mut dropped = 0;
+        let d = self.update(start, end, |old| match old {
+            Some((PageState::Writeback, true)) => None,
+            Some((PageState::Writeback, false)) => Some((PageState::Clean, false)),
+            Some((PageState::WritebackDirty, db)) => Some((PageState::Dirty, db)),
+            other => other,
+        });
+        if d.cached < 0 {
+            dropped = (-d.cached) as u64;
+        }
+        (d, dropped)
+    }
+
+    /// Drops clean PG_dropbehind pages of `[start, end)` after a read copied
+    /// them (RWF_DONTCACHE reads). Returns the changes.
+    pub fn drop_clean_dropbehind(&mut self, start: u64, end: u64) -> Delta {
+        self.update(start, end, |old| match old {
+            Some((PageState::Clean, true)) => None,
+            other => other,
+        })
+    }
+
+    /// Reclaim: drops up to `max` clean pages, lowest index first. Returns the
+    /// changes (negative `cached`).
+    pub fn reclaim_clean(&mut self, max: u64) -> Delta {
+        let mut want = Vec::new();
+        let mut left = max;
+        for (&s, e) in &self.map {
+            if left == 0 {
+                break;
+            }
+            if e.state == PageState::Clean {
+                let take = (e.end - s).min(left);
+                want.push((s, s + take));
+                left -= take;
+            }
+        }
+        let mut d = Delta::default();
+        for (s, e) in want {
+            d.add(self.update(s, e, |old| match old {
+                Some((PageState::Clean, _)) => None,
+                other => other,
+            }));
+        }
+        d
+    }
+
+    /// Clean pages cached.
+    pub fn nr_clean(&self) -> u64 {
+        self.map
+            .iter()
+            .filter(|(_, e)| e.state == PageState::Clean)
+            .map(|(s, e)| e.end - s)
+            .sum()
+    }
+
+    /// Drops every page (truncate_inode_pages at eviction). Pages under
+    /// writeback must have completed first; returns the changes.
+    pub fn truncate_all(&mut self) -> Delta {
+        let end = self.map.last_key_value().map(|(_, e)| e.end).unwrap_or(0);
+        self.update(0, end, |_| None)
+    }
+
+    /// Checks the internal counters against the ranges (page conservation).
+    pub fn check(&self) -> Result<(), String> {
+        let (mut c, mut d, mut w) = (0, 0, 0);
+        let mut last_end = 0;
+        for (&s, e) in &self.map {
+            if s < last_end || e.end <= s {
+                return Err(format!("overlapping or empty extent at page {s}"));
+            }
+            last_end = e.end;
+            let n = e.end - s;
+            c += n;
+            if e.state.is_dirty() {
+                d += n;
+            }
+            if e.state.is_writeback() {
+                w += n;
+            }
+        }
+        if (c, d, w) != (self.nr_cached, self.nr_dirty, self.nr_writeback) {
+            return Err(format!(
+                "mapping counters cached/dirty/writeback {}/{}/{} but ranges say {c}/{d}/{w}",
+                self.nr_cached, self.nr_dirty, self.nr_writeback
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequential_write_is_one_extent() {
+        let mut m = AddressSpace::new();
+        for i in 0..1000 {
+            m.mark_dirty(i * 256, (i + 1) * 256, false);
+        }
+        assert_eq!(m.nr_extents(), 1);
+        assert_eq!(m.nr_dirty(), 256_000);
+        m.check().unwrap();
+    }
+
+    #[test]
+    fn writeback_cycle_conserves_pages() {
+        let mut m = AddressSpace::new();
+        let d = m.mark_dirty(0, 100, false);
+        assert_eq!((d.cached, d.dirty, d.dirtied), (100, 100, 100));
+        let (ranges, d) = m.start_writeback(0, u64::MAX, 60);
+        assert_eq!(ranges, vec![(0, 60)]);
+        assert_eq!((d.dirty, d.writeback), (-60, 60));
+        // Redirty part of the range under writeback.
+        let d = m.mark_dirty(50, 70, false);
+        assert_eq!((d.dirty, d.writeback, d.cached, d.dirtied), (10, 0, 0, 10));
+        let (d, dropped) = m.end_writeback(0, 60);
+        assert_eq!(dropped, 0);
+        assert_eq!((d.writeback, d.written), (-60, 60));
+        assert_eq!(m.nr_dirty(), 50); // 50..100
+        assert_eq!(m.nr_clean(), 50);
+        assert_eq!(m.nrpages(), 100);
+        m.check().unwrap();
+    }
+
+    #[test]
+    fn dropbehind_pages_leave_at_writeback_end_but_old_pages_stay() {
+        let mut m = AddressSpace::new();
+        m.add_clean(0, 10, false); // cached before the uncached write
+        m.mark_dirty(0, 20, true);
+        m.start_writeback(0, u64::MAX, u64::MAX);
+        let (d, dropped) = m.end_writeback(0, 20);
+        assert_eq!(dropped, 10);
+        assert_eq!(d.cached, -10);
+        assert_eq!(m.nrpages(), 10);
+        m.check().unwrap();
+    }
+
+    #[test]
+    fn random_writes_fragment_and_coalesce() {
+        let mut m = AddressSpace::new();
+        for i in (0..100).step_by(2) {
+            m.mark_dirty(i, i + 1, false);
+        }
+        assert_eq!(m.nr_extents(), 50);
+        for i in (1..100).step_by(2) {
+            m.mark_dirty(i, i + 1, false);
+        }
+        assert_eq!(m.nr_extents(), 1);
+        let (r, _) = m.start_writeback(10, 20, u64::MAX);
+        assert_eq!(r, vec![(10, 20)]);
+        assert_eq!(m.nr_extents(), 3);
+        m.check().unwrap();
+    }
+
+    #[test]
+    fn reclaim_takes_only_clean() {
+        let mut m = AddressSpace::new();
+        m.add_clean(0, 50, false);
+        m.mark_dirty(50, 100, false);
+        let d = m.reclaim_clean(80);
+        assert_eq!(d.cached, -50);
+        assert_eq!(m.nrpages(), 50);
+        assert_eq!(m.count_missing(0, 100), 50);
+        let d = m.truncate_all();
+        assert_eq!((d.cached, d.dirty), (-50, -50));
+        m.check().unwrap();
+    }
+}

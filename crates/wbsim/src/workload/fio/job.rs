@@ -1,0 +1,359 @@
+//! A resolved fio job: globals applied, typed values with units in their names.
+//!
+//! Field defaults are fio's (`options.c` `.def` values, fio 3.x on Linux):
+//! `rw=read`, `bs=4k`, `ioengine=psync`, `iodepth=1`, `numjobs=1`,
+//! `nrfiles=1`, `loops=1`, `rwmixread=50`, `direct=0`, no rate limit, no
+//! runtime limit. Instance naming follows fio's default `filename_format`
+//! `$jobname.$jobnum.$filenum` (`init.c` `make_filename()`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{FioError, FioErrorKind};
+
+/// fio's `rw=` / `readwrite=` I/O pattern (the subset wbsim models).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RwMode {
+    /// `read`: sequential reads.
+    Read,
+    /// `write`: sequential writes.
+    Write,
+    /// `randread`: random reads.
+    RandRead,
+    /// `randwrite`: random writes.
+    RandWrite,
+    /// `rw` or `readwrite`: sequential mixed reads and writes.
+    ReadWrite,
+    /// `randrw`: random mixed reads and writes.
+    RandRw,
+}
+
+impl RwMode {
+    /// fio's spelling (the canonical one for `ReadWrite` is `rw`).
+    pub fn fio_name(self) -> &'static str {
+        match self {
+            RwMode::Read => "read",
+            RwMode::Write => "write",
+            RwMode::RandRead => "randread",
+            RwMode::RandWrite => "randwrite",
+            RwMode::ReadWrite => "rw",
+            RwMode::RandRw => "randrw",
+        }
+    }
+
+    /// Parses fio's spelling.
+    pub fn from_fio(s: &str) -> Option<RwMode> {
+        Some(match s {
+            "read" => RwMode::Read,
+            "write" => RwMode::Write,
+            "randread" => RwMode::RandRead,
+            "randwrite" => RwMode::RandWrite,
+            "rw" | "readwrite" => RwMode::ReadWrite,
+            "randrw" => RwMode::RandRw,
+            _ => return None,
+        })
+    }
+
+    /// Random offsets rather than sequential.
+    pub fn is_random(self) -> bool {
+        matches!(self, RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw)
+    }
+
+    /// The job issues reads.
+    pub fn reads(self) -> bool {
+        !matches!(self, RwMode::Write | RwMode::RandWrite)
+    }
+
+    /// The job issues writes.
+    pub fn writes(self) -> bool {
+        !matches!(self, RwMode::Read | RwMode::RandRead)
+    }
+
+    /// Mixed reads and writes (split by `rwmixread`).
+    pub fn is_mixed(self) -> bool {
+        matches!(self, RwMode::ReadWrite | RwMode::RandRw)
+    }
+}
+
+/// fio's `ioengine=` (the subset wbsim models).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum IoEngine {
+    /// `psync`: pread(2)/pwrite(2). fio's default on Linux.
+    Psync,
+    /// `sync`: read(2)/write(2) with lseek(2).
+    Sync,
+    /// `pvsync2`: preadv2(2)/pwritev2(2), takes RWF_* flags (`uncached`).
+    Pvsync2,
+    /// `io_uring`: asynchronous, takes RWF_* flags (`uncached`).
+    IoUring,
+    /// `libaio`: Linux native AIO (asynchronous only for O_DIRECT in the kernel).
+    Libaio,
+}
+
+impl IoEngine {
+    /// fio's spelling.
+    pub fn fio_name(self) -> &'static str {
+        match self {
+            IoEngine::Psync => "psync",
+            IoEngine::Sync => "sync",
+            IoEngine::Pvsync2 => "pvsync2",
+            IoEngine::IoUring => "io_uring",
+            IoEngine::Libaio => "libaio",
+        }
+    }
+
+    /// Parses fio's spelling.
+    pub fn from_fio(s: &str) -> Option<IoEngine> {
+        Some(match s {
+            "psync" => IoEngine::Psync,
+            "sync" => IoEngine::Sync,
+            "pvsync2" => IoEngine::Pvsync2,
+            "io_uring" => IoEngine::IoUring,
+            "libaio" => IoEngine::Libaio,
+            _ => return None,
+        })
+    }
+
+    /// A synchronous engine (fio's `FIO_SYNCIO`): one I/O in flight per job, so
+    /// `iodepth` is effectively 1.
+    pub fn is_sync(self) -> bool {
+        matches!(self, IoEngine::Psync | IoEngine::Sync | IoEngine::Pvsync2)
+    }
+
+    /// The engine has fio's `uncached=` option (RWF_DONTCACHE): `io_uring`
+    /// (`engines/io_uring.c`) and `pvsync2` (`engines/sync.c`).
+    pub fn has_uncached_option(self) -> bool {
+        matches!(self, IoEngine::IoUring | IoEngine::Pvsync2)
+    }
+}
+
+/// Where an option of a resolved job was set (the last assignment wins).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OptionSource {
+    /// Line number in the origin (line offset already applied).
+    pub line: u32,
+    /// `"global"` or the job section's name.
+    pub section: String,
+    /// The option name as written (may be an alias such as `readwrite`).
+    pub key: String,
+    /// The value as written; `None` for a bare flag.
+    pub value: Option<String>,
+}
+
+/// One fully resolved fio job section: `[global]` options in force at the
+/// section applied, then the section's own options.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FioJob {
+    /// Job name: the section name, or `name=` if given.
+    pub name: String,
+    /// The section header's name.
+    pub section: String,
+    /// Origin used in errors (file path or scenario name).
+    pub origin: String,
+    /// Line of the `[section]` header.
+    pub section_line: u32,
+    /// `description=`.
+    pub description: Option<String>,
+    /// `rw=` / `readwrite=`.
+    pub rw: RwMode,
+    /// `rwmixread=` (or 100 - `rwmixwrite=`), percent of mixed I/O that reads.
+    pub rwmixread_pct: u8,
+    /// `bs=` for reads, bytes.
+    pub bs_read_bytes: u64,
+    /// `bs=` for writes, bytes.
+    pub bs_write_bytes: u64,
+    /// `size=`: total I/O per job instance, bytes.
+    pub size_bytes: Option<u64>,
+    /// `filesize=`: size of each file, bytes.
+    pub filesize_bytes: Option<u64>,
+    /// `nrfiles=`: files per job instance.
+    pub nrfiles: u32,
+    /// `numjobs=`: clones of this job.
+    pub numjobs: u32,
+    /// `directory=` (raw; fio allows a ':'-separated list).
+    pub directory: Option<String>,
+    /// `filename=` (raw; fio allows a ':'-separated list).
+    pub filename: Option<String>,
+    /// `ioengine=`.
+    pub ioengine: IoEngine,
+    /// `iodepth=`, clamped to 1 for synchronous engines (fio accepts a larger
+    /// value but a sync engine never has more than one I/O in flight).
+    pub iodepth: u32,
+    /// `direct=` (or `buffered=0`): O_DIRECT.
+    pub direct: bool,
+    /// `uncached=` (io_uring/pvsync2 engine option): RWF_DONTCACHE.
+    pub uncached: bool,
+    /// `fsync=`: fsync(2) after every N writes; 0 = never.
+    pub fsync_every_writes: u32,
+    /// `end_fsync=`: fsync when the job's writes complete.
+    pub end_fsync: bool,
+    /// `fsync_on_close=`: fsync on every file close.
+    pub fsync_on_close: bool,
+    /// `runtime=`; `None` means no limit (also for `runtime=0`).
+    pub runtime_ns: Option<u64>,
+    /// `time_based`: keep looping over the workload until `runtime`.
+    pub time_based: bool,
+    /// `ramp_time=`: run this long before recording statistics.
+    pub ramp_time_ns: u64,
+    /// `startdelay=`: delay before the job starts.
+    pub startdelay_ns: u64,
+    /// `rate=` for reads, bytes/s per instance; `None` = unlimited.
+    pub rate_read_bytes_per_s: Option<u64>,
+    /// `rate=` for writes, bytes/s per instance; `None` = unlimited.
+    pub rate_write_bytes_per_s: Option<u64>,
+    /// `group_reporting`.
+    pub group_reporting: bool,
+    /// `create_on_open=`.
+    pub create_on_open: bool,
+    /// `thread`: clones are threads rather than processes.
+    pub thread: bool,
+    /// `stonewall` / `wait_for_previous`: wait for earlier jobs, start a new group.
+    pub stonewall: bool,
+    /// `new_group`: start a new reporting group.
+    pub new_group: bool,
+    /// `loops=`: repeat the workload this many times.
+    pub loops: u32,
+    /// Reporting group (fio `init.c` `add_job()`: bumped by `stonewall` or
+    /// `new_group` when the previous group has jobs).
+    pub groupid: u32,
+    /// Where each option in force was set, keyed by canonical option name.
+    pub sources: BTreeMap<String, OptionSource>,
+}
+
+/// One clone of a job (`numjobs` expands into `jobnum` 0..numjobs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FioInstance {
+    /// Clone number (fio's `$jobnum`), 0-based.
+    pub jobnum: u32,
+    /// `jobname.jobnum`, as fio names clones' files by default.
+    pub label: String,
+    /// Files this clone uses: `filename=` entries if given (shared by all
+    /// clones), else fio's default `$jobname.$jobnum.$filenum`; prefixed with
+    /// `directory/` when a directory is set.
+    pub files: Vec<String>,
+}
+
+impl FioJob {
+    /// A job with fio's defaults, before any option is applied.
+    pub(crate) fn with_defaults(section: &str, origin: &str, section_line: u32) -> FioJob {
+        FioJob {
+            name: section.to_string(),
+            section: section.to_string(),
+            origin: origin.to_string(),
+            section_line,
+            description: None,
+            rw: RwMode::Read,
+            rwmixread_pct: 50,
+            bs_read_bytes: 4096,
+            bs_write_bytes: 4096,
+            size_bytes: None,
+            filesize_bytes: None,
+            nrfiles: 1,
+            numjobs: 1,
+            directory: None,
+            filename: None,
+            ioengine: IoEngine::Psync,
+            iodepth: 1,
+            direct: false,
+            uncached: false,
+            fsync_every_writes: 0,
+            end_fsync: false,
+            fsync_on_close: false,
+            runtime_ns: None,
+            time_based: false,
+            ramp_time_ns: 0,
+            startdelay_ns: 0,
+            rate_read_bytes_per_s: None,
+            rate_write_bytes_per_s: None,
+            group_reporting: false,
+            create_on_open: false,
+            thread: false,
+            stonewall: false,
+            new_group: false,
+            loops: 1,
+            groupid: 0,
+            sources: BTreeMap::new(),
+        }
+    }
+
+    /// Line where `option` (canonical name) was set, if it was.
+    pub fn line_of(&self, option: &str) -> Option<u32> {
+        self.sources.get(option).map(|s| s.line)
+    }
+
+    /// A semantic error about `option` of this job, located at the line that
+    /// set it (or the section header if it was left at its default). For use by
+    /// later layers, e.g. "directory is on no simulated filesystem".
+    pub fn error_at(&self, option: &str, message: impl Into<String>) -> FioError {
+        FioError {
+            origin: self.origin.clone(),
+            line: self.line_of(option).unwrap_or(self.section_line),
+            option: Some(option.to_string()),
+            kind: FioErrorKind::Semantic,
+            message: format!("job '{}': {}", self.name, message.into()),
+        }
+    }
+
+    /// Bytes of I/O each instance does per loop: `size=`, else
+    /// `filesize * nrfiles` (fio `filesetup.c` `setup_files()`).
+    pub fn io_size_bytes(&self) -> u64 {
+        match (self.size_bytes, self.filesize_bytes) {
+            (Some(s), _) => s,
+            (None, Some(f)) => f.saturating_mul(u64::from(self.nrfiles)),
+            (None, None) => 0,
+        }
+    }
+
+    /// Size of each file: `filesize=`, else `size / nrfiles`.
+    pub fn file_size_bytes(&self) -> u64 {
+        match (self.filesize_bytes, self.size_bytes) {
+            (Some(f), _) => f,
+            (None, Some(s)) => s / u64::from(self.nrfiles.max(1)),
+            (None, None) => 0,
+        }
+    }
+
+    /// The clones of this job, one per `numjobs`.
+    pub fn instances(&self) -> Vec<FioInstance> {
+        let dir_prefix = |f: &str| match &self.directory {
+            Some(d) => format!("{}/{}", d.trim_end_matches('/'), f),
+            None => f.to_string(),
+        };
+        (0..self.numjobs)
+            .map(|jobnum| {
+                let files = match &self.filename {
+                    Some(list) => split_fio_list(list).iter().map(|f| dir_prefix(f)).collect(),
+                    None => (0..self.nrfiles)
+                        .map(|filenum| dir_prefix(&format!("{}.{}.{}", self.name, jobnum, filenum)))
+                        .collect(),
+                };
+                FioInstance {
+                    jobnum,
+                    label: format!("{}.{}", self.name, jobnum),
+                    files,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Splits fio's ':'-separated list, honouring `\:` as an escaped colon.
+pub fn split_fio_list(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&':') => {
+                cur.push(':');
+                chars.next();
+            }
+            ':' => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out.retain(|f| !f.is_empty());
+    out
+}

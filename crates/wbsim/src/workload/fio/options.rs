@@ -1,0 +1,346 @@
+//! The supported fio options: one explicit table, value parsing, and how each
+//! option sets a [`FioJob`] field.
+//!
+//! Mirrors the entries of fio's `options.c` `fio_options[]` (and the engine
+//! option `uncached` of `engines/io_uring.c` / `engines/sync.c`) for the
+//! options wbsim models; types follow fio's: `FIO_OPT_BOOL` takes 0/1 and needs
+//! a value, `FIO_OPT_STR_SET` may stand alone (bare key = 1), `FIO_OPT_INT`
+//! goes through the size parser. Values with a read,write pair (`bs`, `rate`)
+//! follow fio's `handle_option()`: `a` sets both, `a,b` read and write, `a,`
+//! read only, `,b` write only, a third (trim) value is checked and ignored.
+//! Anything not in [`OPTIONS`] is an error; fio's range forms (`bs=4k-8k`,
+//! `startdelay=5-10`) and `rw=...:N` offset modifiers are not supported.
+
+use super::job::{FioJob, IoEngine, OptionSource, RwMode};
+use super::units::{
+    parse_bool, parse_int, parse_size, parse_time_secs_default_ns, SIZE_HINT, TIME_HINT,
+};
+
+/// How an option's value is parsed and stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptKind {
+    /// `rw=` pattern name.
+    Rw,
+    /// `ioengine=` name.
+    Engine,
+    /// Free string, must be non-empty.
+    Str,
+    /// A size in bytes (>= 1).
+    Size,
+    /// A read,write pair of sizes (`bs`); each >= 1.
+    SizePair,
+    /// A read,write pair of rates in bytes/s (`rate`); 0 = unlimited.
+    RatePair,
+    /// A time, default unit seconds.
+    TimeSecs,
+    /// An integer in `min..=max`.
+    Int { min: u64, max: u64 },
+    /// A boolean 0/1 that needs a value (`FIO_OPT_BOOL`).
+    Bool,
+    /// A flag that may stand alone (`FIO_OPT_STR_SET`); `key=N` sets N != 0.
+    Flag,
+}
+
+/// One supported option.
+#[derive(Debug)]
+pub struct OptionSpec {
+    /// Canonical fio name.
+    pub name: &'static str,
+    /// Other names fio accepts for it.
+    pub aliases: &'static [&'static str],
+    /// Value type.
+    pub kind: OptKind,
+    /// What it means here.
+    pub help: &'static str,
+}
+
+const U32_MAX: u64 = u32::MAX as u64;
+/// `FIO_OPT_INT` kinds used below.
+const PERCENT: OptKind = OptKind::Int { min: 0, max: 100 };
+const COUNT: OptKind = OptKind::Int {
+    min: 1,
+    max: U32_MAX,
+};
+const UINT: OptKind = OptKind::Int {
+    min: 0,
+    max: U32_MAX,
+};
+
+const fn opt(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    kind: OptKind,
+    help: &'static str,
+) -> OptionSpec {
+    OptionSpec {
+        name,
+        aliases,
+        kind,
+        help,
+    }
+}
+
+/// Every fio option wbsim accepts, with fio's aliases. Anything else is an error.
+#[rustfmt::skip]
+pub static OPTIONS: &[OptionSpec] = &[
+    opt("name",            &[],                    OptKind::Str,      "job name override"),
+    opt("description",     &[],                    OptKind::Str,      "free text"),
+    opt("rw",              &["readwrite"],         OptKind::Rw,       "I/O pattern"),
+    opt("rwmixread",       &[],                    PERCENT,           "percent reads in mixed I/O"),
+    opt("rwmixwrite",      &[],                    PERCENT,           "percent writes in mixed I/O"),
+    opt("bs",              &["blocksize"],         OptKind::SizePair, "block size, or read,write pair"),
+    opt("size",            &[],                    OptKind::Size,     "total I/O per job"),
+    opt("filesize",        &[],                    OptKind::Size,     "size of each file"),
+    opt("nrfiles",         &["nr_files"],          COUNT,             "files per job"),
+    opt("numjobs",         &[],                    COUNT,             "clones of the job"),
+    opt("directory",       &[],                    OptKind::Str,      "directory of the job's files"),
+    opt("filename",        &[],                    OptKind::Str,      "file name(s), ':'-separated"),
+    opt("ioengine",        &[],                    OptKind::Engine,   "psync, sync, pvsync2, io_uring, libaio"),
+    opt("iodepth",         &[],                    COUNT,             "I/Os in flight (1 for sync engines)"),
+    opt("direct",          &[],                    OptKind::Bool,     "O_DIRECT"),
+    opt("buffered",        &[],                    OptKind::Bool,     "inverse of direct"),
+    opt("uncached",        &[],                    UINT,              "RWF_DONTCACHE (io_uring, pvsync2)"),
+    opt("fsync",           &[],                    UINT,              "fsync every N writes"),
+    opt("end_fsync",       &[],                    OptKind::Bool,     "fsync at the end of the job"),
+    opt("fsync_on_close",  &[],                    OptKind::Bool,     "fsync on file close"),
+    opt("runtime",         &["timeout"],           OptKind::TimeSecs, "run time limit"),
+    opt("time_based",      &[],                    OptKind::Flag,     "run for runtime regardless of size"),
+    opt("ramp_time",       &[],                    OptKind::TimeSecs, "warm-up before statistics"),
+    opt("startdelay",      &[],                    OptKind::TimeSecs, "delay before start"),
+    opt("rate",            &[],                    OptKind::RatePair, "bytes/s cap, or read,write pair"),
+    opt("group_reporting", &[],                    OptKind::Flag,     "report a group as a whole"),
+    opt("create_on_open",  &[],                    OptKind::Bool,     "create files at open time"),
+    opt("thread",          &[],                    OptKind::Flag,     "clones are threads"),
+    opt("stonewall",       &["wait_for_previous"], OptKind::Flag,     "wait for earlier jobs"),
+    opt("new_group",       &[],                    OptKind::Flag,     "start a new reporting group"),
+    opt("loops",           &[],                    COUNT,             "repeat the workload"),
+];
+
+/// Finds an option by canonical name or alias (exact, case-sensitive as fio).
+pub fn find_option(key: &str) -> Option<&'static OptionSpec> {
+    OPTIONS
+        .iter()
+        .find(|o| o.name == key || o.aliases.contains(&key))
+}
+
+/// Canonical names, comma-separated (for error messages).
+pub fn supported_list() -> String {
+    OPTIONS
+        .iter()
+        .map(|o| o.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The closest supported name (Levenshtein distance <= 2), like fio's
+/// `show_cmd_help()` "showing closest match".
+pub fn closest_option(key: &str) -> Option<&'static str> {
+    OPTIONS
+        .iter()
+        .flat_map(|o| std::iter::once(o.name).chain(o.aliases.iter().copied()))
+        .map(|n| (levenshtein(key, n), n))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// A parsed option value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OptValue {
+    Rw(RwMode),
+    Engine(IoEngine),
+    Str(String),
+    U64(u64),
+    /// Read and write halves; `None` leaves that direction unchanged.
+    Pair(Option<u64>, Option<u64>),
+    Bool(bool),
+    Ns(u64),
+}
+
+/// Parses `raw` (None for a bare key) for `spec`. The error is the reason,
+/// ready to follow "bad value 'X' for 'opt': ".
+pub fn parse_value(spec: &OptionSpec, raw: Option<&str>) -> Result<OptValue, String> {
+    let Some(raw) = raw else {
+        return match spec.kind {
+            OptKind::Flag => Ok(OptValue::Bool(true)),
+            _ => Err(String::new()),
+        };
+    };
+    let v = raw.trim();
+    match spec.kind {
+        OptKind::Rw => {
+            if let Some((_, n)) = v.split_once(':') {
+                return Err(format!(
+                    "the ':{n}' offset modifier is not supported; \
+                     expected read, write, randread, randwrite, rw, readwrite or randrw"
+                ));
+            }
+            RwMode::from_fio(v).map(OptValue::Rw).ok_or_else(|| {
+                "expected read, write, randread, randwrite, rw, readwrite or randrw".to_string()
+            })
+        }
+        OptKind::Engine => IoEngine::from_fio(v).map(OptValue::Engine).ok_or_else(|| {
+            "wbsim models the ioengines psync, sync, pvsync2, io_uring and libaio".to_string()
+        }),
+        OptKind::Str => {
+            if v.is_empty() {
+                Err("expected a non-empty string".to_string())
+            } else {
+                Ok(OptValue::Str(v.to_string()))
+            }
+        }
+        OptKind::Size => match parse_size(v) {
+            Ok(0) => Err(format!("must be at least 1 byte; {SIZE_HINT}")),
+            Ok(n) => Ok(OptValue::U64(n)),
+            Err(e) => Err(format!("{e}; {SIZE_HINT}")),
+        },
+        OptKind::SizePair | OptKind::RatePair => parse_pair(v, spec.kind == OptKind::SizePair),
+        OptKind::TimeSecs => parse_time_secs_default_ns(v)
+            .map(OptValue::Ns)
+            .map_err(|e| format!("{e}; {TIME_HINT}")),
+        OptKind::Int { min, max } => parse_int(v, min, max)
+            .map(OptValue::U64)
+            .map_err(|e| format!("{e}; expected a whole number in {min}..={max}")),
+        OptKind::Bool => parse_bool(v).map(OptValue::Bool),
+        OptKind::Flag => parse_int(v, 0, U32_MAX)
+            .map(|n| OptValue::Bool(n != 0))
+            .map_err(|_| "expected 0 or 1, or the bare option name".to_string()),
+    }
+}
+
+/// `a`, `a,b`, `a,`, `,b`, `a,b,c` (third = trim, checked and ignored).
+fn parse_pair(v: &str, nonzero: bool) -> Result<OptValue, String> {
+    let one = |s: &str| -> Result<Option<u64>, String> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Ok(None);
+        }
+        match parse_size(s) {
+            Ok(0) if nonzero => Err(format!("must be at least 1 byte; {SIZE_HINT}")),
+            Ok(n) => Ok(Some(n)),
+            Err(e) => Err(format!(
+                "{e}; {SIZE_HINT}, or a read,write pair like 4k,64k"
+            )),
+        }
+    };
+    let parts: Vec<&str> = v.split(',').collect();
+    if parts.len() > 3 {
+        return Err("at most three comma-separated values (read,write,trim)".to_string());
+    }
+    let read = one(parts[0])?;
+    if parts.len() == 1 {
+        let r = read.ok_or_else(|| format!("empty value; {SIZE_HINT}"))?;
+        return Ok(OptValue::Pair(Some(r), Some(r)));
+    }
+    let write = one(parts[1])?;
+    if let Some(trim) = parts.get(2) {
+        one(trim)?;
+    }
+    if read.is_none() && write.is_none() {
+        return Err(format!("empty value; {SIZE_HINT}"));
+    }
+    Ok(OptValue::Pair(read, write))
+}
+
+/// Applies one parsed assignment to a job and records its source.
+pub fn apply(job: &mut FioJob, spec: &OptionSpec, value: &OptValue, src: &OptionSource) {
+    use OptValue as V;
+    let u32v = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    match (spec.name, value) {
+        ("name", V::Str(s)) => job.name = s.clone(),
+        ("description", V::Str(s)) => job.description = Some(s.clone()),
+        ("rw", V::Rw(rw)) => job.rw = *rw,
+        ("rwmixread", V::U64(n)) => job.rwmixread_pct = *n as u8,
+        ("rwmixwrite", V::U64(n)) => job.rwmixread_pct = 100 - *n as u8,
+        ("bs", V::Pair(r, w)) => {
+            job.bs_read_bytes = r.unwrap_or(job.bs_read_bytes);
+            job.bs_write_bytes = w.unwrap_or(job.bs_write_bytes);
+        }
+        ("size", V::U64(n)) => job.size_bytes = Some(*n),
+        ("filesize", V::U64(n)) => job.filesize_bytes = Some(*n),
+        ("nrfiles", V::U64(n)) => job.nrfiles = u32v(*n),
+        ("numjobs", V::U64(n)) => job.numjobs = u32v(*n),
+        ("directory", V::Str(s)) => job.directory = Some(s.clone()),
+        ("filename", V::Str(s)) => job.filename = Some(s.clone()),
+        ("ioengine", V::Engine(e)) => job.ioengine = *e,
+        ("iodepth", V::U64(n)) => job.iodepth = u32v(*n),
+        ("direct", V::Bool(b)) => job.direct = *b,
+        ("buffered", V::Bool(b)) => job.direct = !*b,
+        ("uncached", V::U64(n)) => job.uncached = *n != 0,
+        ("fsync", V::U64(n)) => job.fsync_every_writes = u32v(*n),
+        ("end_fsync", V::Bool(b)) => job.end_fsync = *b,
+        ("fsync_on_close", V::Bool(b)) => job.fsync_on_close = *b,
+        ("runtime", V::Ns(ns)) => job.runtime_ns = (*ns > 0).then_some(*ns),
+        ("time_based", V::Bool(b)) => job.time_based = *b,
+        ("ramp_time", V::Ns(ns)) => job.ramp_time_ns = *ns,
+        ("startdelay", V::Ns(ns)) => job.startdelay_ns = *ns,
+        ("rate", V::Pair(r, w)) => {
+            if let Some(r) = r {
+                job.rate_read_bytes_per_s = (*r > 0).then_some(*r);
+            }
+            if let Some(w) = w {
+                job.rate_write_bytes_per_s = (*w > 0).then_some(*w);
+            }
+        }
+        ("group_reporting", V::Bool(b)) => job.group_reporting = *b,
+        ("create_on_open", V::Bool(b)) => job.create_on_open = *b,
+        ("thread", V::Bool(b)) => job.thread = *b,
+        ("stonewall", V::Bool(b)) => job.stonewall = *b,
+        ("new_group", V::Bool(b)) => job.new_group = *b,
+        ("loops", V::U64(n)) => job.loops = u32v(*n),
+        // parse_value() produces the value type matching each kind above.
+        _ => unreachable!("option '{}' got a value of the wrong type", spec.name),
+    }
+    job.sources.insert(spec.name.to_string(), src.clone());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_option_has_a_setter() {
+        let src = OptionSource {
+            line: 1,
+            section: "j".into(),
+            key: "k".into(),
+            value: None,
+        };
+        for spec in OPTIONS {
+            let sample = match spec.kind {
+                OptKind::Rw => "randrw",
+                OptKind::Engine => "io_uring",
+                OptKind::Str => "x",
+                OptKind::Size | OptKind::SizePair | OptKind::RatePair => "8k",
+                OptKind::TimeSecs => "1s",
+                OptKind::Int { .. } => "1",
+                OptKind::Bool | OptKind::Flag => "1",
+            };
+            let v = parse_value(spec, Some(sample)).expect(spec.name);
+            let mut job = FioJob::with_defaults("j", "t", 1);
+            apply(&mut job, spec, &v, &src);
+            assert_eq!(job.line_of(spec.name), Some(1), "{}", spec.name);
+        }
+    }
+
+    #[test]
+    fn closest_match() {
+        assert_eq!(closest_option("iodeph"), Some("iodepth"));
+        assert_eq!(closest_option("ioengin"), Some("ioengine"));
+        assert_eq!(closest_option("iodepth_batch"), None);
+    }
+}

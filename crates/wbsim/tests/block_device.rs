@@ -1,0 +1,484 @@
+//! Known-answer tests of the block device model (`model::block`): service
+//! times, IOPS and bandwidth limits, tags, splitting, merging, flushes,
+//! statistics, trace events and profile parsing.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use sim::{Sim, TraceSink, MSEC, USEC};
+use wbsim::model::block::{Bio, BioFlags, BlockDevice, DeviceProfile};
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * 1024;
+
+/// A profile with round numbers: `bw` bytes/s both ways, `lat_ns` both ways.
+fn profile(bw: u64, lat_ns: u64, queue_depth: u32, parallelism: u32, max: u64) -> DeviceProfile {
+    DeviceProfile {
+        name: "test".into(),
+        read_bw_bytes_per_sec: bw,
+        write_bw_bytes_per_sec: bw,
+        read_latency_ns: lat_ns,
+        write_latency_ns: lat_ns,
+        queue_depth,
+        parallelism,
+        max_request_bytes: max,
+        flush_latency_ns: 50 * USEC,
+        fua_latency_ns: 30 * USEC,
+        write_cache: true,
+        rotational: false,
+    }
+}
+
+/// A recorder of completion times for `end_io` callbacks.
+fn recorder(sim: &Sim, log: &Rc<RefCell<Vec<(u32, u64)>>>, tag: u32) -> Box<dyn FnOnce()> {
+    let (s, l) = (sim.clone(), log.clone());
+    Box::new(move || l.borrow_mut().push((tag, s.now())))
+}
+
+#[test]
+fn qd1_1mib_write_takes_latency_plus_transfer() {
+    let sim = Sim::new(1);
+    // 1000 MiB/s: 1 MiB moves in exactly 1 ms.
+    let dev = BlockDevice::new(&sim, "d", profile(1000 * MIB, 20 * USEC, 32, 8, 4 * MIB));
+    let (s, d) = (sim.clone(), dev.clone());
+    let h = sim.spawn("dio", async move {
+        d.submit_bio_wait(Bio::write(0, MIB)).await;
+        s.now()
+    });
+    sim.run().unwrap();
+    assert_eq!(h.result(), Some(20 * USEC + MSEC));
+    let st = dev.stats();
+    assert_eq!((st.writes, st.write_bytes, st.reads), (1, MIB, 0));
+    assert_eq!(st.w_await_ns(), (20 * USEC + MSEC) as f64);
+    assert_eq!(st.busy_ns, 20 * USEC + MSEC);
+    assert_eq!(st.max_in_flight, 1);
+    assert_eq!(st.in_flight, 0);
+}
+
+/// 64 tasks doing QD1 random 4 KiB writes each: `n` writes per task.
+fn random_4k_writers(dev: &BlockDevice, sim: &Sim, n: u64) {
+    for t in 0..64u64 {
+        let d = dev.clone();
+        sim.spawn(format!("w{t}"), async move {
+            for i in 0..n {
+                // Far apart: never contiguous, never merged.
+                let off = (t * 1_000_003 + i * 7919) * 64 * KIB;
+                d.submit_bio_wait(Bio::write(off, 4 * KIB)).await;
+            }
+        });
+    }
+}
+
+#[test]
+fn random_4k_latency_bound_gives_parallelism_over_latency() {
+    // 8 slots / 20 us = 400K IOPS; the pipe allows 4096e6 / 4096 = 1M IOPS.
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(&sim, "d", profile(4_096_000_000, 20 * USEC, 1023, 8, MIB));
+    random_4k_writers(&dev, &sim, 100);
+    sim.run().unwrap();
+    // 6400 requests, 8 per 20 us round: 800 rounds, then the last 8
+    // transfers of 1 us each.
+    assert_eq!(sim.now(), 800 * 20 * USEC + 8 * USEC);
+    let st = dev.stats();
+    assert_eq!(st.writes, 6400);
+    assert_eq!(st.merges, 0);
+    let iops = st.writes as f64 * 1e9 / sim.now() as f64;
+    assert!((iops - 400_000.0).abs() / 400_000.0 < 0.001, "iops {iops}");
+}
+
+#[test]
+fn random_4k_bandwidth_bound_gives_bw_over_size() {
+    // 32 slots / 20 us = 1.6M IOPS; the pipe allows 409.6e6 / 4096 = 100K IOPS.
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(&sim, "d", profile(409_600_000, 20 * USEC, 1023, 32, MIB));
+    random_4k_writers(&dev, &sim, 50);
+    sim.run().unwrap();
+    // The pipe starts at 20 us and never idles: 3200 transfers of 10 us.
+    assert_eq!(sim.now(), 20 * USEC + 3200 * 10 * USEC);
+    assert_eq!(dev.stats().writes, 3200);
+}
+
+#[test]
+fn deep_sequential_stream_reaches_bandwidth() {
+    let sim = Sim::new(1);
+    let p = DeviceProfile::builtin("nvme-dc").unwrap();
+    let bw = p.write_bw_bytes_per_sec as f64;
+    let dev = BlockDevice::new(&sim, "nvme0n1", p);
+    let done = Rc::new(Cell::new(0u32));
+    let (d, c) = (dev.clone(), done.clone());
+    sim.spawn("writer", async move {
+        for i in 0..256 {
+            let c = c.clone();
+            let end: Box<dyn FnOnce()> = Box::new(move || c.set(c.get() + 1));
+            d.submit_bio(Bio::write(i * MIB, MIB), end).await;
+        }
+    });
+    let before = dev.stats();
+    sim.run().unwrap();
+    let after = dev.stats();
+    assert_eq!(done.get(), 256);
+    // 1 MiB bios on a 128 KiB max_sectors device: 8 requests each.
+    assert_eq!(after.writes, 256 * 8);
+    assert_eq!(after.splits, 256 * 7);
+    assert_eq!(after.write_bytes, 256 * MIB);
+    let i = after.since(&before);
+    assert!((i.write_bytes_per_sec - bw).abs() / bw < 0.001, "{i:?}");
+    assert_eq!(i.util, 1.0);
+}
+
+#[test]
+fn full_queue_blocks_the_submitter_until_a_tag_frees() {
+    let sim = Sim::new(1);
+    // 2 tags, 1 slot, 100 us latency, 4 KiB moves in 1 us.
+    let dev = BlockDevice::new(&sim, "d", profile(4_096_000_000, 100 * USEC, 2, 1, MIB));
+    let returned = Rc::new(RefCell::new(Vec::new()));
+    let completed = Rc::new(RefCell::new(Vec::new()));
+    let (s, d, r, c) = (
+        sim.clone(),
+        dev.clone(),
+        returned.clone(),
+        completed.clone(),
+    );
+    sim.spawn("submitter", async move {
+        for i in 0..3u32 {
+            let off = u64::from(i) * MIB;
+            d.submit_bio(Bio::write(off, 4 * KIB), recorder(&s, &c, i))
+                .await;
+            r.borrow_mut().push(s.now());
+        }
+    });
+    sim.run_until(50 * USEC).unwrap();
+    assert_eq!(*returned.borrow(), vec![0, 0]);
+    assert_eq!(dev.tags_in_use(), 2);
+    assert_eq!(dev.tag_waiters(), 1);
+    sim.run().unwrap();
+    // The third submit returns when the first request frees its tag. Each
+    // request starts its latency when the one before leaves the only slot.
+    assert_eq!(*returned.borrow(), vec![0, 0, 101 * USEC]);
+    assert_eq!(
+        *completed.borrow(),
+        vec![(0, 101 * USEC), (1, 201 * USEC), (2, 301 * USEC)]
+    );
+    assert_eq!(dev.stats().max_in_flight, 3);
+}
+
+#[test]
+fn large_bio_is_split_into_max_sized_requests() {
+    let sim = Sim::new(1);
+    sim.set_trace(TraceSink::Memory(Vec::new()));
+    // 1 MiB moves in 1 ms; one slot, so the pieces go one after another.
+    let dev = BlockDevice::new(&sim, "sdx", profile(1000 * MIB, 10 * USEC, 32, 1, MIB));
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let (s, d, l) = (sim.clone(), dev.clone(), log.clone());
+    sim.spawn("w", async move {
+        d.submit_bio(Bio::write(0, 4 * MIB), recorder(&s, &l, 0))
+            .await;
+    });
+    sim.run().unwrap();
+    let st = dev.stats();
+    assert_eq!((st.writes, st.splits, st.write_bytes), (4, 3, 4 * MIB));
+    // Piece k starts its latency when piece k-1 leaves it; the pipe is the
+    // bottleneck: completion = 10 us + 4 * 1 ms. end_io runs once, then.
+    assert_eq!(*log.borrow(), vec![(0, 10 * USEC + 4 * MSEC)]);
+    let trace = sim.take_trace();
+    let issued: Vec<&str> = trace
+        .iter()
+        .filter(|e| e.name == "block_rq_issue")
+        .map(|e| e.fields.as_str())
+        .collect();
+    assert_eq!(
+        issued,
+        vec![
+            "sdx W 0 + 2048 nr_bytes=1048576",
+            "sdx W 2048 + 2048 nr_bytes=1048576",
+            "sdx W 4096 + 2048 nr_bytes=1048576",
+            "sdx W 6144 + 2048 nr_bytes=1048576",
+        ]
+    );
+    let completes = trace
+        .iter()
+        .filter(|e| e.name == "block_rq_complete")
+        .count();
+    assert_eq!(completes, 4);
+}
+
+/// Submits a big write to keep the only slot busy, then `second` and `third`
+/// (4 KiB each) behind it. Returns (stats, end_io log).
+fn queued_behind_busy(
+    second: Bio,
+    third: Bio,
+) -> (wbsim::model::block::DeviceStats, Vec<(u32, u64)>) {
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(&sim, "d", profile(4_096_000_000, 100 * USEC, 32, 1, MIB));
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let (s, d, l) = (sim.clone(), dev.clone(), log.clone());
+    sim.spawn("w", async move {
+        d.submit_bio(Bio::write(100 * MIB, 64 * KIB), recorder(&s, &l, 0))
+            .await;
+        d.submit_bio(second, recorder(&s, &l, 1)).await;
+        d.submit_bio(third, recorder(&s, &l, 2)).await;
+    });
+    sim.run().unwrap();
+    let v = log.borrow().clone();
+    (dev.stats(), v)
+}
+
+#[test]
+fn contiguous_bios_queued_behind_a_busy_device_merge() {
+    let (st, log) = queued_behind_busy(Bio::write(0, 4 * KIB), Bio::write(4 * KIB, 4 * KIB));
+    assert_eq!((st.merges, st.write_merges, st.writes), (1, 1, 2));
+    assert_eq!(st.write_bytes, 72 * KIB);
+    // First: 100 us + 16 us. The merged 8 KiB request enters its latency at
+    // 100 us and moves 8 KiB in 2 us: both bios end together.
+    assert_eq!(log, vec![(0, 116 * USEC), (1, 202 * USEC), (2, 202 * USEC)]);
+}
+
+#[test]
+fn non_contiguous_or_mixed_bios_do_not_merge() {
+    let (st, _) = queued_behind_busy(Bio::write(0, 4 * KIB), Bio::write(8 * KIB, 4 * KIB));
+    assert_eq!((st.merges, st.writes), (0, 3));
+    // A read right after a write is not merged into it.
+    let (st, _) = queued_behind_busy(Bio::write(0, 4 * KIB), Bio::read(4 * KIB, 4 * KIB));
+    assert_eq!((st.merges, st.writes, st.reads), (0, 2, 1));
+    // Nor is a FUA write.
+    let fua = Bio::write(4 * KIB, 4 * KIB).with_flags(BioFlags {
+        fua: true,
+        ..BioFlags::default()
+    });
+    let (st, _) = queued_behind_busy(Bio::write(0, 4 * KIB), fua);
+    assert_eq!(st.merges, 0);
+    // A merge never makes a request larger than max_request_bytes.
+    let (st, _) = queued_behind_busy(
+        Bio::write(0, MIB - 4 * KIB),
+        Bio::write(MIB - 4 * KIB, 8 * KIB),
+    );
+    assert_eq!(st.merges, 0);
+}
+
+#[test]
+fn flush_waits_for_prior_writes_then_costs_flush_latency() {
+    let sim = Sim::new(1);
+    // 1 MiB moves in 1 ms.
+    let dev = BlockDevice::new(&sim, "d", profile(1000 * MIB, 20 * USEC, 32, 8, 4 * MIB));
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let (s, d, l) = (sim.clone(), dev.clone(), log.clone());
+    let h = sim.spawn("fsync", async move {
+        d.submit_bio(Bio::write(0, MIB), recorder(&s, &l, 0)).await;
+        d.flush().await;
+        let t1 = s.now();
+        // On an idle device a flush costs exactly its latency.
+        d.flush().await;
+        (t1, s.now())
+    });
+    sim.run().unwrap();
+    let (t1, t2) = h.result().unwrap();
+    assert_eq!(log.borrow()[0], (0, 20 * USEC + MSEC));
+    assert_eq!(t1, 20 * USEC + MSEC + 50 * USEC);
+    assert_eq!(t2, t1 + 50 * USEC);
+    let st = dev.stats();
+    assert_eq!((st.flushes, st.writes), (2, 1));
+}
+
+#[test]
+fn preflush_fua_write_and_no_write_cache() {
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(&sim, "d", profile(1000 * MIB, 20 * USEC, 32, 8, 4 * MIB));
+    let (s, d) = (sim.clone(), dev.clone());
+    let h = sim.spawn("commit", async move {
+        let f = BioFlags {
+            fua: true,
+            sync: true,
+            preflush: true,
+        };
+        // Journal commit block: flush (50 us), write (20 us + 1 ms), FUA (30 us).
+        d.submit_bio_wait(Bio::write(0, MIB).with_flags(f)).await;
+        s.now()
+    });
+    sim.run().unwrap();
+    assert_eq!(h.result(), Some(50 * USEC + 20 * USEC + MSEC + 30 * USEC));
+    assert_eq!(dev.stats().flushes, 1);
+
+    // Without a write cache the flags are dropped and a flush is free.
+    let sim = Sim::new(1);
+    let mut p = profile(1000 * MIB, 20 * USEC, 32, 8, 4 * MIB);
+    p.write_cache = false;
+    let dev = BlockDevice::new(&sim, "d", p);
+    let (s, d) = (sim.clone(), dev.clone());
+    let h = sim.spawn("commit", async move {
+        d.submit_bio(Bio::write(0, MIB), Box::new(|| {})).await;
+        d.flush().await;
+        let t = s.now();
+        let f = BioFlags {
+            fua: true,
+            sync: true,
+            preflush: true,
+        };
+        d.submit_bio_wait(Bio::write(0, MIB).with_flags(f)).await;
+        (t, s.now())
+    });
+    sim.run().unwrap();
+    let (t, t2) = h.result().unwrap();
+    assert_eq!(t, 0);
+    assert_eq!(t2, 2 * (20 * USEC + MSEC) - 20 * USEC);
+    assert_eq!(dev.stats().flushes, 0);
+}
+
+#[test]
+fn utilisation_is_full_when_saturated_and_zero_when_idle() {
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(&sim, "d", profile(1000 * MIB, 20 * USEC, 64, 8, MIB));
+    // Idle for 1 ms.
+    let s = sim.clone();
+    sim.spawn("idle", async move { s.sleep(MSEC).await });
+    let a = dev.stats();
+    sim.run().unwrap();
+    let b = dev.stats();
+    let idle = b.since(&a);
+    assert_eq!(
+        (idle.util, idle.write_bytes_per_sec, b.busy_ns),
+        (0.0, 0.0, 0)
+    );
+    // Saturated: 16 writers of back-to-back 1 MiB writes for 100 ms.
+    for t in 0..16u64 {
+        let d = dev.clone();
+        sim.spawn_daemon(format!("w{t}"), async move {
+            let mut i = 0;
+            loop {
+                d.submit_bio_wait(Bio::write((t * 100_000 + i) * 2 * MIB, MIB))
+                    .await;
+                i += 1;
+            }
+        });
+    }
+    sim.run_until(11 * MSEC).unwrap();
+    let c = dev.stats();
+    sim.run_until(101 * MSEC).unwrap();
+    let d = dev.stats();
+    let busy = d.since(&c);
+    assert_eq!(busy.util, 1.0);
+    // 1000 MiB/s for 90 ms.
+    let bw = (1000 * MIB) as f64;
+    assert!(
+        (busy.write_bytes_per_sec - bw).abs() / bw < 0.02,
+        "{busy:?}"
+    );
+    assert_eq!(d.in_flight, 16);
+    assert!(busy.avg_queue_size > 15.9);
+}
+
+#[test]
+fn end_io_runs_once_per_bio_at_completion() {
+    let sim = Sim::new(1);
+    // 4 KiB moves in 1 us; latency 10 us; 2 slots.
+    let dev = BlockDevice::new(&sim, "d", profile(4_096_000_000, 10 * USEC, 32, 2, MIB));
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let (s, d, l) = (sim.clone(), dev.clone(), log.clone());
+    sim.spawn("w", async move {
+        for i in 0..3u32 {
+            d.submit_bio(Bio::write(u64::from(i) * MIB, 4 * KIB), recorder(&s, &l, i))
+                .await;
+        }
+        d.submit_bio(Bio::read(50 * MIB, 8 * KIB), recorder(&s, &l, 3))
+            .await;
+    });
+    sim.run().unwrap();
+    // Two go at 0 and share the pipe (10, 11 us); the third and the read
+    // start at 10 us (20 us latency end; 21, 23 us).
+    assert_eq!(
+        *log.borrow(),
+        vec![
+            (0, 11 * USEC),
+            (1, 12 * USEC),
+            (2, 21 * USEC),
+            (3, 23 * USEC)
+        ]
+    );
+    let st = dev.stats();
+    assert_eq!((st.writes, st.reads, st.read_bytes), (3, 1, 8 * KIB));
+    assert_eq!(st.r_await_ns(), (23 * USEC) as f64);
+}
+
+#[test]
+fn reads_and_writes_share_the_media_pipe() {
+    let sim = Sim::new(1);
+    let mut p = profile(1000 * MIB, 0, 32, 8, 4 * MIB);
+    p.read_bw_bytes_per_sec = 2000 * MIB;
+    let dev = BlockDevice::new(&sim, "d", p);
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let (s, d, l) = (sim.clone(), dev.clone(), log.clone());
+    sim.spawn("w", async move {
+        d.submit_bio(Bio::write(0, MIB), recorder(&s, &l, 0)).await;
+        d.submit_bio(Bio::read(100 * MIB, MIB), recorder(&s, &l, 1))
+            .await;
+    });
+    sim.run().unwrap();
+    // The write takes the pipe for 1 ms, then the read for 0.5 ms.
+    assert_eq!(*log.borrow(), vec![(0, MSEC), (1, MSEC + MSEC / 2)]);
+}
+
+#[test]
+fn builtin_profiles_and_toml() {
+    for name in DeviceProfile::BUILTIN_NAMES {
+        let p = DeviceProfile::builtin(name).unwrap();
+        assert_eq!(p.name, *name);
+        p.validate().unwrap();
+        // Round trip through TOML.
+        let text = toml::to_string(&p).unwrap();
+        assert_eq!(DeviceProfile::from_toml(&text).unwrap(), p);
+    }
+    assert_eq!(DeviceProfile::builtins().len(), 4);
+    assert!(DeviceProfile::builtin("floppy").is_none());
+    assert!(DeviceProfile::lookup("floppy")
+        .unwrap_err()
+        .to_string()
+        .contains("nvme-dc"));
+    let text = r#"
+        name = "my-ssd"
+        read_bw_bytes_per_sec = 3000000000
+        write_bw_bytes_per_sec = 2000000000
+        read_latency_ns = 80000
+        write_latency_ns = 20000
+        queue_depth = 256
+        parallelism = 16
+        max_request_bytes = 524288
+        flush_latency_ns = 100000
+        fua_latency_ns = 40000
+        write_cache = false
+        rotational = false
+    "#;
+    let p = DeviceProfile::from_toml(text).unwrap();
+    assert_eq!(p.name, "my-ssd");
+    assert_eq!(p.read_bw_bytes_per_sec, 3_000_000_000);
+    assert_eq!(p.write_bw_bytes_per_sec, 2_000_000_000);
+    assert_eq!((p.read_latency_ns, p.write_latency_ns), (80_000, 20_000));
+    assert_eq!((p.queue_depth, p.parallelism), (256, 16));
+    assert_eq!(p.max_request_bytes, 512 * KIB);
+    assert_eq!((p.flush_latency_ns, p.fua_latency_ns), (100_000, 40_000));
+    assert!(!p.write_cache && !p.rotational);
+    // Defaults for write_cache / rotational; errors instead of panics.
+    let short: String = text
+        .lines()
+        .filter(|l| !l.contains("write_cache") && !l.contains("rotational"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(DeviceProfile::from_toml(&short).unwrap().write_cache);
+    assert!(
+        DeviceProfile::from_toml(&text.replace("queue_depth = 256", "queue_depth = 0")).is_err()
+    );
+    assert!(DeviceProfile::from_toml(&text.replace("parallelism = 16", "")).is_err());
+    assert!(
+        DeviceProfile::from_toml(&text.replace("rotational = false", "rotational = true")).is_err()
+    );
+}
+
+#[test]
+fn runs_are_deterministic() {
+    fn run() -> (u64, wbsim::model::block::DeviceStats) {
+        let sim = Sim::new(7);
+        let dev = BlockDevice::new(&sim, "d", DeviceProfile::builtin("qemu-nvme").unwrap());
+        random_4k_writers(&dev, &sim, 20);
+        sim.run().unwrap();
+        (sim.now(), dev.stats())
+    }
+    assert_eq!(run(), run());
+}
