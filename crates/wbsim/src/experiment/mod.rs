@@ -4,4 +4,5 @@
 pub mod catalog;
 pub mod metrics;
 pub mod results;
+pub mod runner;
 pub mod scenario;
