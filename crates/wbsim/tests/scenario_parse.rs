@@ -80,13 +80,13 @@ fn full_scenario_parses_every_section() {
     let d = s.device("nvme0").unwrap_or_else(|| panic!("nvme0"));
     assert_eq!(
         (
-            d.params.write_bw,
-            d.params.write_lat_ns,
+            d.params.write_bw_bytes_per_sec,
+            d.params.write_latency_ns,
             d.params.queue_depth
         ),
         (1 << 30, 50_000, 64)
     );
-    assert_eq!(d.params.read_bw, 2_000_000_000); // from the qemu-nvme profile
+    assert_eq!(d.params.read_bw_bytes_per_sec, 2_000_000_000); // from the qemu-nvme profile
     assert!(d.bdi.strict_limit);
     assert_eq!((d.bdi.min_ratio, d.bdi.max_ratio), (0, 50));
     let data = s.filesystem("data").unwrap_or_else(|| panic!("data"));

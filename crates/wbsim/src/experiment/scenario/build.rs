@@ -725,16 +725,16 @@ fn build_device(src: &SourceMap, d: &Spanned<RawDevice>) -> R<DeviceConfig> {
             Ok(n)
         };
     if let Some(v) = opt(src, &r.write_bw, "write_bw", &w, |v| pos(v, as_bandwidth))? {
-        params.write_bw = v;
+        params.write_bw_bytes_per_sec = v;
     }
     if let Some(v) = opt(src, &r.read_bw, "read_bw", &w, |v| pos(v, as_bandwidth))? {
-        params.read_bw = v;
+        params.read_bw_bytes_per_sec = v;
     }
     if let Some(v) = opt(src, &r.write_lat, "write_lat", &w, as_duration)? {
-        params.write_lat_ns = v;
+        params.write_latency_ns = v;
     }
     if let Some(v) = opt(src, &r.read_lat, "read_lat", &w, as_duration)? {
-        params.read_lat_ns = v;
+        params.read_latency_ns = v;
     }
     if let Some(v) = opt(src, &r.queue_depth, "queue_depth", &w, |v| {
         as_u32(v, 1, 65536)

@@ -24,6 +24,7 @@ use sim::Time;
 
 use crate::model::machine::Machine;
 use crate::model::mm::backing_dev::{SyncMode, WbReason};
+pub use crate::model::policy::WbCtxAssign;
 use inode::InodeRef;
 use super_::SuperBlock;
 
@@ -67,19 +68,6 @@ impl WritebackControl {
             reason,
         }
     }
-}
-
-/// Which writeback context an inode goes to (the parallel-writeback series'
-/// `get_inode_wb_ctx_idx`); experiment E4's switch.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum WbCtxAssign {
-    /// `i_ino % nr_wb_ctx` (the series' default).
-    #[default]
-    InoMod,
-    /// The filesystem's hook (XFS: the inode's AG when agcount <= nr_wb_ctx).
-    FsHook,
-    /// Shard by effort (overwrite / unwritten / delalloc), the open idea from review.
-    Effort,
 }
 
 /// A filesystem type's behaviour.
