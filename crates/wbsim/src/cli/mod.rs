@@ -1,7 +1,9 @@
 //! The command line: `wbsim reproduce | run | check | ...`. Each subcommand is a
 //! thin layer over the experiment layer.
 
+pub mod check;
 pub mod reproduce;
+pub mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -17,11 +19,22 @@ pub struct Cli {
 pub enum Command {
     /// Run every built-in experiment (every variant) and write the report.
     Reproduce(reproduce::Args),
+    /// Run a scenario's variants and write results JSON.
+    Run(run::Args),
+    /// Validate a scenario without running it.
+    Check(check::Args),
 }
 
 /// Runs the CLI; returns the process exit code.
 pub fn main_with(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Reproduce(a) => reproduce::run(a),
+        Command::Run(a) => run::run(a),
+        Command::Check(a) => check::run(a),
     }
+}
+
+/// The current time (UTC, RFC 3339) for results' `host` block.
+pub fn today() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }

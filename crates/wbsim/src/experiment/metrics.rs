@@ -120,6 +120,25 @@ impl Hist {
         self.max = self.max.max(v);
     }
 
+    /// Records `n` copies of `v` (merging another histogram's buckets).
+    fn record_n(&mut self, v: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if self.h.record_n(v, n).is_err() {
+            self.h.saturating_record_n(v, n);
+        }
+        let c = self.count as f64;
+        let nf = n as f64;
+        self.count += n;
+        self.sum += u128::from(v) * u128::from(n);
+        let d = v as f64 - self.mean;
+        self.mean += d * nf / (c + nf);
+        self.m2 += d * d * c * nf / (c + nf);
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+    }
+
     /// The summary in `unit`, converting from `from`.
     fn summary(&self, from: &str, unit: &str) -> HistSummary {
         let factor = |v: f64| convert(v, from, unit);
@@ -424,6 +443,31 @@ impl Metrics {
     pub fn record(&mut self, name: &str, unit: &str, value: u64) {
         if let Some(Kind::Hist(h)) = self.entry(name, unit, || Kind::Hist(Hist::new())) {
             h.record(value);
+        }
+    }
+
+    /// Merges a whole HDR histogram (values in `unit`) into histogram `name`,
+    /// reported in `report_unit`. Each bucket counts at its representative
+    /// value, so mean and extremes are the histogram's (within 0.1%).
+    pub fn record_histogram(
+        &mut self,
+        name: &str,
+        unit: &str,
+        report_unit: &str,
+        h: &Histogram<u64>,
+    ) {
+        if let Some(Kind::Hist(dst)) = self.entry(name, unit, || Kind::Hist(Hist::new())) {
+            for v in h.iter_recorded() {
+                dst.record_n(
+                    h.highest_equivalent(v.value_iterated_to()),
+                    v.count_at_value(),
+                );
+            }
+        }
+        if let Err(e) = self.report_in(name, report_unit) {
+            if !self.conflicts.contains(&e) {
+                self.conflicts.push(e);
+            }
         }
     }
 

@@ -3,10 +3,27 @@
 //! invariants, and returns the results document. Not kernel code.
 //!
 //! One run is single-threaded and deterministic (DESIGN.md principle 4);
-//! parallelism is across runs (`wbsim reproduce`).
+//! parallelism is across runs (`wbsim reproduce`). A run ends at the
+//! scenario's duration, when every finite workload task (fio clones, actors
+//! with a repeat count) has finished, or when an actor's `end_run_after`
+//! fires. A model deadlock (every task blocked, no timer) fails the run with
+//! the list of blocked tasks.
+
+mod boot;
+mod collect;
+mod mounts;
+mod sampler;
+
+use std::rc::Rc;
+
+use sim::Sim;
+
+use boot::Booted;
 
 use super::results::Results;
 use super::scenario::{ResolvedVariant, Scenario};
+use crate::workload::actor_exec::spawn_actor;
+use crate::workload::fio_exec::spawn_job_set;
 
 /// How a run is shortened or observed.
 #[derive(Clone, Debug, Default)]
@@ -27,6 +44,29 @@ pub struct RunError {
     pub message: String,
 }
 
+/// The runs a scenario asks for: every variant x sweep point x repetition, as
+/// (variant, seed) in a fixed order.
+pub fn plan(
+    scenario: &Scenario,
+    opts: &RunOptions,
+) -> Result<Vec<(ResolvedVariant, u64)>, super::scenario::ScenarioError> {
+    let reps = if opts.quick {
+        scenario.quick_repeat
+    } else {
+        scenario.repeat
+    };
+    let mut out = Vec::new();
+    for v in scenario.variant_names() {
+        for p in scenario.sweep_points() {
+            let rv = scenario.resolve(v, p)?;
+            for r in 0..u64::from(reps) {
+                out.push((rv.clone(), scenario.seed + r));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Runs `scenario` under `variant` with `seed`.
 pub fn run_one(
     scenario: &Scenario,
@@ -34,11 +74,51 @@ pub fn run_one(
     seed: u64,
     opts: &RunOptions,
 ) -> Result<Results, RunError> {
-    let _ = opts;
-    Err(RunError {
+    let wall = std::time::Instant::now();
+    let fail = |message: String| RunError {
         scenario: scenario.name.clone(),
         variant: variant.label.clone(),
         seed,
-        message: "the scenario runner is not built yet".into(),
-    })
+        message,
+    };
+    let duration = if opts.quick {
+        scenario.quick_duration_ns
+    } else {
+        scenario.duration_ns
+    };
+    let sim = Sim::new(seed);
+    let booted = boot::boot(&sim, scenario, variant).map_err(&fail)?;
+    let world = booted.world.clone();
+    let ops = Rc::new(mounts::RunnerMounts::new(&booted));
+    let Booted {
+        job_sets,
+        actor_cgroups,
+        devices,
+        ..
+    } = booted;
+    for set in job_sets {
+        spawn_job_set(&world, set);
+    }
+    for (actor, cg) in scenario.actors.iter().zip(actor_cgroups) {
+        spawn_actor(&world, actor, cg, ops.clone());
+    }
+    let devs: Vec<_> = devices
+        .iter()
+        .map(|(n, d)| (n.clone(), d.clone()))
+        .collect();
+    let samples = sampler::start(&world, &devs, scenario.measure.sample_interval_ns, duration);
+    let has_finite = world.active.get() > 0;
+    let w2 = world.clone();
+    let outcome = sim.run_while(duration, move || {
+        !(w2.end_requested.get() || (has_finite && w2.active.get() == 0))
+    });
+    if let Err(d) = outcome {
+        return Err(fail(format!("the model deadlocked:\n{d}")));
+    }
+    if let Some(e) = world.errors.borrow().first() {
+        return Err(fail(e.clone()));
+    }
+    Ok(collect::results(
+        scenario, variant, seed, &world, &devices, &samples, wall,
+    ))
 }

@@ -22,6 +22,13 @@ use crate::model::mm::page_writeback::{
 use crate::model::mm::vmstat::VmStat;
 use crate::model::policy::Policies;
 
+/// Cost of starting a short command such as umount(8): fork, exec, dynamic
+/// linking, libmount setup, exit. 1 ms: the order of `perf stat -r 100
+/// /bin/true`-style measurements of a small dynamically linked binary on a
+/// current x86-64 host (0.5-1 ms); an estimate, not taken from experiments.md.
+/// Override with `machine.process_start`.
+pub const PROCESS_START_DEFAULT_NS: u64 = 1_000_000;
+
 /// CPU costs of the data paths, ns per 4 KiB page unless said otherwise.
 /// Order-of-magnitude values from profiles of buffered I/O on current x86
 /// servers; the live probe calibrates them for this project's machines.
@@ -65,6 +72,10 @@ pub struct MachineConfig {
     pub dirty: VmDirtyParams,
     pub costs: CpuCosts,
     pub policies: Policies,
+    /// CPU time to start a command (fork + exec + dynamic linking of a small
+    /// utility such as umount(8)), ns. A machine parameter: scenarios set it
+    /// (`[machine] process_start`); the default is the scenario layer's.
+    pub process_start_ns: Time,
 }
 
 impl MachineConfig {
@@ -80,6 +91,7 @@ impl MachineConfig {
             dirty: VmDirtyParams::default(),
             costs: CpuCosts::default(),
             policies: Policies::default(),
+            process_start_ns: PROCESS_START_DEFAULT_NS,
         }
     }
 }

@@ -156,6 +156,14 @@ pub(crate) fn build(src: SourceMap) -> R<Scenario> {
     }
     let repeat = opt(&src, &h.repeat, "repeat", w, |v| as_u32(v, 1, 1_000_000))?.unwrap_or(1);
     let seed = opt(&src, &h.seed, "seed", w, |v| as_int(v, 0, i64::MAX as u64))?.unwrap_or(1);
+    let quick_duration_ns = opt(&src, &h.quick_duration, "quick_duration", w, as_duration)?
+        .unwrap_or(duration_ns)
+        .clamp(1, duration_ns);
+    let quick_repeat = opt(&src, &h.quick_repeat, "quick_repeat", w, |v| {
+        as_u32(v, 1, 1_000_000)
+    })?
+    .unwrap_or(repeat)
+    .min(repeat);
     let description = h
         .description
         .as_ref()
@@ -662,6 +670,8 @@ pub(crate) fn build(src: SourceMap) -> R<Scenario> {
         duration_ns,
         repeat,
         seed,
+        quick_duration_ns,
+        quick_repeat,
         machine,
         sysctl,
         devices,

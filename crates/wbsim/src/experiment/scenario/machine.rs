@@ -17,12 +17,7 @@ use super::value::{as_bool, as_duration, as_int, as_size, as_u32, KeyError};
 /// Page size in bytes (x86-64 and arm64 4k kernels).
 pub const PAGE_SIZE: u64 = 4096;
 
-/// Cost of starting a short command such as umount(8): fork, exec, dynamic
-/// linking, libmount setup, exit. 1 ms: the order of `perf stat -r 100
-/// /bin/true`-style measurements of a small dynamically linked binary on a
-/// current x86-64 host (0.5-1 ms); an estimate, not taken from experiments.md.
-/// Override with `machine.process_start`.
-pub const PROCESS_START_DEFAULT_NS: u64 = 1_000_000;
+pub use crate::model::machine::PROCESS_START_DEFAULT_NS;
 
 /// Largest CPU count accepted (the usual distribution `CONFIG_NR_CPUS`).
 pub const CPUS_MAX: u32 = 8192;

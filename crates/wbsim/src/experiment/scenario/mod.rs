@@ -5,7 +5,8 @@
 //! sections (all keys documented on the types below):
 //!
 //! ```toml
-//! [scenario]      name, description, duration, repeat = 1, seed = 1
+//! [scenario]      name, description, duration, repeat = 1, seed = 1,
+//!                 quick_duration, quick_repeat (the `--quick` form)
 //! [machine]       cpus, memory, preempt_rt, rcu_normal_after_boot, hz, process_start
 //! [sysctl]        dirty_ratio, dirty_background_ratio, dirty_bytes, ... (kernel defaults)
 //! [[device]]      name, profile, write_bw, read_bw, write_lat, read_lat, queue_depth,
@@ -71,6 +72,12 @@ pub struct Scenario {
     pub repeat: u32,
     /// `[scenario] seed`: seed of the first run (default 1).
     pub seed: u64,
+    /// `[scenario] quick_duration`: the duration under `--quick` (default:
+    /// `duration`; never longer).
+    pub quick_duration_ns: u64,
+    /// `[scenario] quick_repeat`: runs per variant under `--quick` (default:
+    /// `repeat`; never more).
+    pub quick_repeat: u32,
     /// `[machine]`, before variant overrides.
     pub machine: MachineConfig,
     /// `[sysctl]`, before variant overrides.

@@ -44,6 +44,8 @@ pub(crate) struct RawHeader {
     pub duration: Spanned<toml::Value>,
     pub repeat: Option<Spanned<toml::Value>>,
     pub seed: Option<Spanned<toml::Value>>,
+    pub quick_duration: Option<Spanned<toml::Value>>,
+    pub quick_repeat: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]

@@ -581,6 +581,7 @@ async fn writeback_inodes_wb(m: &Rc<Machine>, wb: &Rc<Wb>, work: &WbWork) -> i64
 /// `wb_writeback`: the main loop of one work item; returns pages written.
 pub async fn wb_writeback(m: &Rc<Machine>, wb: &Rc<Wb>, work: &WbWork) -> i64 {
     let nr_pages = work.nr_pages.get();
+    let mut dirtied_before = m.now();
     loop {
         if work.nr_pages.get() <= 0 {
             break;
@@ -604,12 +605,17 @@ pub async fn wb_writeback(m: &Rc<Machine>, wb: &Rc<Wb>, work: &WbWork) -> i64 {
             )
         });
         if wb.lists.borrow().b_io.is_empty() {
-            let dirtied_before = if work.for_kupdate {
-                m.now()
-                    .saturating_sub(m.dirty.borrow().dirty_expire_interval_ns())
-            } else {
-                m.now()
-            };
+            // Kupdate and background work take every inode due now (they
+            // yield to other work, which is their livelock avoidance); other
+            // work keeps the time it started, so inodes redirtied since are
+            // not written again and sync cannot be livelocked by a writer.
+            if work.for_kupdate {
+                dirtied_before = m
+                    .now()
+                    .saturating_sub(m.dirty.borrow().dirty_expire_interval_ns());
+            } else if work.for_background {
+                dirtied_before = m.now();
+            }
             queue_io(m, wb, work, dirtied_before);
         }
         let progress = match work.sb {

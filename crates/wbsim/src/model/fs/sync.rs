@@ -45,12 +45,22 @@ pub async fn wait_sb_inodes(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
     }
 }
 
-/// Waits until no page of `inode` is under writeback (`filemap_fdatawait`).
+/// Waits for the pages of `inode` under writeback now (`filemap_fdatawait`
+/// walks the pages tagged WRITEBACK once; pages that start writeback later are
+/// not waited for). Completions are counted, so this waits until as many pages
+/// have ended writeback as were under it at the call, or none is left.
 pub async fn filemap_fdatawait(m: &Rc<Machine>, inode: &InodeRef) {
+    let target = {
+        let map = inode.mapping.borrow();
+        map.nr_writeback_done + map.nr_writeback()
+    };
     let i2 = inode.clone();
     inode
         .i_wb_wait
-        .wait_event(&m.sim, move || i2.mapping.borrow().nr_writeback() == 0)
+        .wait_event(&m.sim, move || {
+            let map = i2.mapping.borrow();
+            map.nr_writeback() == 0 || map.nr_writeback_done >= target
+        })
         .await;
 }
 

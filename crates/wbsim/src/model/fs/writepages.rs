@@ -17,6 +17,7 @@ use crate::model::fs::super_::SuperBlock;
 use crate::model::fs::WritebackControl;
 use crate::model::machine::Machine;
 use crate::model::mm::accounting::account_delta;
+use crate::model::mm::backing_dev::SyncMode;
 use crate::model::mm::vmstat::PAGE_SIZE;
 
 /// Submits the pages `[start, end)` of `inode` (already in writeback state) as
@@ -79,11 +80,21 @@ pub async fn generic_writepages(
     } else {
         (wbc.range_start, wbc.range_end)
     };
+    // WB_SYNC_ALL and tagged writeback (tag_pages_for_writeback) write only
+    // the pages dirty when they start, so a task that keeps dirtying the file
+    // cannot livelock sync: cap the range at the last dirty page now and the
+    // count at the pages dirty now.
+    let mut tagged = u64::MAX;
+    if wbc.sync_mode == SyncMode::All || wbc.tagged_writepages {
+        let map = inode.mapping.borrow();
+        end = end.min(map.dirty_end());
+        tagged = map.dirty_in(index, end);
+    }
     let cyclic_start = index;
     let mut wrapped = false;
     let per_page = sb.fs.writepage_ns();
-    while wbc.nr_to_write > 0 {
-        let take = batch.min(wbc.nr_to_write as u64);
+    while wbc.nr_to_write > 0 && tagged > 0 {
+        let take = batch.min(wbc.nr_to_write as u64).min(tagged);
         let (ranges, delta) = inode.mapping.borrow_mut().start_writeback(index, end, take);
         if ranges.is_empty() {
             if wbc.range_cyclic && !wrapped && cyclic_start > 0 {
@@ -101,6 +112,7 @@ pub async fn generic_writepages(
             submit_page_range(m, sb, inode, s, e).await;
         }
         wbc.nr_to_write -= pages as i64;
+        tagged = tagged.saturating_sub(pages);
         index = ranges.last().map_or(index, |r| r.1);
         if wbc.range_cyclic {
             inode.mapping.borrow_mut().writeback_index = index;

@@ -308,6 +308,15 @@ impl Sched {
         }
     }
 
+    /// The cgroup of the current task (the root for a task never registered).
+    pub fn current_cgroup(&self) -> CgroupId {
+        self.0
+            .sim
+            .current()
+            .and_then(|id| self.0.tasks.borrow().get(&id).map(|e| e.cgroup))
+            .unwrap_or(CgroupId::ROOT)
+    }
+
     /// Sets a task's nice value.
     pub fn set_nice(&self, id: TaskId, nice: i32) {
         self.ensure_registered(id);

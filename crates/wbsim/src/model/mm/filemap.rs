@@ -108,6 +108,9 @@ pub struct AddressSpace {
     nr_writeback: u64,
     /// `mapping->writeback_index`: where range_cyclic writeback resumes.
     pub writeback_index: u64,
+    /// Pages whose writeback has ended, ever (lets a waiter wait for the
+    /// pages under writeback *now* without waiting for later ones).
+    pub nr_writeback_done: u64,
 }
 
 impl AddressSpace {
@@ -131,6 +134,16 @@ impl AddressSpace {
     pub fn nr_extents(&self) -> usize {
         self.map.len()
     }
+    /// One past the last dirty page (0 if none): the end of what
+    /// `tag_pages_for_writeback` would tag now.
+    pub fn dirty_end(&self) -> u64 {
+        self.map
+            .iter()
+            .rev()
+            .find(|(_, e)| e.state.is_dirty())
+            .map_or(0, |(_, e)| e.end)
+    }
+
     /// `mapping_tagged(mapping, PAGECACHE_TAG_DIRTY)`.
     pub fn has_dirty(&self) -> bool {
         self.nr_dirty > 0
@@ -338,6 +351,7 @@ impl AddressSpace {
         if d.cached < 0 {
             dropped = (-d.cached) as u64;
         }
+        self.nr_writeback_done += end - start;
         (d, dropped)
     }
 

@@ -1,0 +1,185 @@
+//! `wbsim run SCENARIO`: run a scenario's variants (or the ones named), print
+//! a readable summary per run, and write one results JSON per run.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args as ClapArgs;
+
+use crate::experiment::results::Results;
+use crate::experiment::runner::{plan, run_one, RunOptions};
+use crate::experiment::scenario;
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// The scenario file (TOML).
+    pub scenario: PathBuf,
+    /// Run only this variant (repeatable); default: every variant.
+    #[arg(long = "variant", value_name = "NAME")]
+    pub variants: Vec<String>,
+    /// Seed of the first repetition (default: the scenario's `seed`).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where to write results: a .json file for a single run, else a directory
+    /// (default: results/), one `SCENARIO__VARIANT__seedN.json` per run.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The scenario's shortened form (`quick_duration`, `quick_repeat`).
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// The file name of one run's results.
+pub fn results_file_name(r: &Results) -> String {
+    let clean = |s: &str| {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect::<String>()
+    };
+    format!(
+        "{}__{}__seed{}.json",
+        clean(&r.scenario),
+        clean(&r.variant),
+        r.seed
+    )
+}
+
+pub fn run(a: Args) -> anyhow::Result<i32> {
+    let sc = scenario::load(&a.scenario)?;
+    for v in &a.variants {
+        if !sc.variant_names().contains(&v.as_str()) {
+            anyhow::bail!(
+                "--variant {v}: {} has no such variant (variants: {})",
+                a.scenario.display(),
+                sc.variant_names().join(", ")
+            );
+        }
+    }
+    let opts = RunOptions { quick: a.quick };
+    let mut runs = plan(&sc, &opts)?;
+    if !a.variants.is_empty() {
+        runs.retain(|(v, _)| a.variants.contains(&v.name));
+    }
+    if let Some(s) = a.seed {
+        let base = sc.seed;
+        for (_, seed) in runs.iter_mut() {
+            *seed = s + (*seed - base);
+        }
+    }
+    let single_file = runs.len() == 1
+        && a.out
+            .as_ref()
+            .is_some_and(|p| p.extension().is_some_and(|e| e == "json"));
+    let dir = if single_file {
+        None
+    } else {
+        let d = a.out.clone().unwrap_or_else(|| PathBuf::from("results"));
+        std::fs::create_dir_all(&d).map_err(|e| anyhow::anyhow!("--out {}: {e}", d.display()))?;
+        Some(d)
+    };
+    let mut failed = 0;
+    for (v, seed) in &runs {
+        match run_one(&sc, v, *seed, &opts) {
+            Ok(mut r) => {
+                r.host.date = crate::cli::today();
+                let path = match (&dir, &a.out) {
+                    (Some(d), _) => d.join(results_file_name(&r)),
+                    (None, Some(f)) => f.clone(),
+                    (None, None) => PathBuf::from(results_file_name(&r)),
+                };
+                r.save(&path)?;
+                print_summary(&r, &path);
+                if !r.invariants.violations.is_empty() {
+                    failed += 1;
+                }
+            }
+            Err(e) => {
+                eprintln!("wbsim run: {e}");
+                failed += 1;
+            }
+        }
+    }
+    Ok(if failed > 0 { 1 } else { 0 })
+}
+
+/// Prints one run's results: its metrics (histograms with mean and
+/// percentiles, scalars with their value) and the invariant check.
+pub fn print_summary(r: &Results, path: &Path) {
+    println!(
+        "== {} [{}] seed {}  ({:.1}s wall)  -> {}",
+        r.scenario,
+        r.variant,
+        r.seed,
+        r.host.wall_time_s,
+        path.display()
+    );
+    let w = r
+        .metrics
+        .keys()
+        .map(String::len)
+        .max()
+        .unwrap_or(10)
+        .min(48);
+    println!(
+        "  {:<w$} {:>12} {:>12} {:>12} {:>12} {:>12}  unit",
+        "metric", "mean|value", "p50", "p99", "p99.9", "max"
+    );
+    for (name, m) in &r.metrics {
+        let f = |s: &str| m.stat(s).map_or("-".to_string(), fmt_num);
+        if m.stat("value").is_some() {
+            println!(
+                "  {name:<w$} {:>12} {:>12} {:>12} {:>12} {:>12}  {}",
+                f("value"),
+                "",
+                "",
+                "",
+                "",
+                m.unit()
+            );
+        } else {
+            println!(
+                "  {name:<w$} {:>12} {:>12} {:>12} {:>12} {:>12}  {} (n={})",
+                f("mean"),
+                f("p50"),
+                f("p99"),
+                f("p99.9"),
+                f("max"),
+                m.unit(),
+                f("count")
+            );
+        }
+    }
+    let inv = &r.invariants;
+    if inv.violations.is_empty() {
+        println!("  invariants: {} checks, no violation", inv.checked);
+    } else {
+        println!("  invariants: {} VIOLATION(S):", inv.violations.len());
+        for v in &inv.violations {
+            println!("    {v}");
+        }
+    }
+}
+
+/// A number with a sensible number of digits.
+pub fn fmt_num(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e6 {
+        format!("{v:.3e}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.4}")
+    }
+}

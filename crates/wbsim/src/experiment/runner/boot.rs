@@ -1,0 +1,149 @@
+//! Boots the modelled machine a scenario variant describes: the kernel
+//! (CPUs, RCU flavour, HZ, vm.dirty_* sysctls, policies), the block devices,
+//! the cgroups, and the filesystems mounted at the start; and turns the
+//! `[[job]]` tables into fio job sets. Not kernel code.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use sim::Sim;
+
+use crate::experiment::scenario::{FilesystemConfig, FsType, ResolvedVariant, Scenario};
+use crate::model::block::BlockDevice;
+use crate::model::fs::ext4::Ext4;
+use crate::model::fs::tmpfs::Tmpfs;
+use crate::model::fs::Filesystem;
+use crate::model::kernel::rcu::RcuParams;
+use crate::model::kernel::sched::CgroupId;
+use crate::model::machine::{Machine, MachineConfig};
+use crate::model::mm::backing_dev::BdiSettings;
+use crate::model::mm::page_writeback::VmDirtyParams;
+use crate::workload::fio;
+use crate::workload::fio_exec::JobSet;
+use crate::workload::world::{FsEntry, World};
+
+/// A booted run, before anything is spawned.
+pub struct Booted {
+    pub world: Rc<World>,
+    /// Devices by scenario name.
+    pub devices: BTreeMap<String, BlockDevice>,
+    /// The fio job sets, in `[[job]]` order.
+    pub job_sets: Vec<JobSet>,
+    /// The cgroup each actor starts in, in `[[actor]]` order.
+    pub actor_cgroups: Vec<CgroupId>,
+    /// The filesystem configurations, in scenario order.
+    pub fs_configs: Vec<FilesystemConfig>,
+    /// bdi settings per device.
+    pub bdi_settings: BTreeMap<String, BdiSettings>,
+}
+
+/// The model of filesystem type `t`.
+pub fn filesystem_type(t: FsType) -> Result<Rc<dyn Filesystem>, String> {
+    match t {
+        FsType::Tmpfs => Ok(Rc::new(Tmpfs)),
+        FsType::Ext4 => Ok(Rc::new(Ext4)),
+        FsType::Xfs | FsType::Btrfs => Err(format!(
+            "filesystem type '{}' is not modelled in this build",
+            t.name()
+        )),
+    }
+}
+
+/// Boots the machine of `scenario` under `variant`.
+pub fn boot(sim: &Sim, scenario: &Scenario, variant: &ResolvedVariant) -> Result<Booted, String> {
+    let mc = &variant.machine;
+    let mut cfg = MachineConfig::new(mc.cpus as usize, mc.memory_bytes);
+    cfg.hz = u64::from(mc.hz);
+    let mut rcu = RcuParams::for_kernel(mc.preempt_rt);
+    rcu.rcu_normal_after_boot = mc.rcu_normal_after_boot;
+    cfg.rcu = rcu;
+    let s = &variant.sysctl;
+    cfg.dirty = VmDirtyParams {
+        dirty_ratio: u64::from(s.dirty_ratio),
+        dirty_background_ratio: u64::from(s.dirty_background_ratio),
+        dirty_bytes: s.dirty_bytes,
+        dirty_background_bytes: s.dirty_background_bytes,
+        dirty_expire_centisecs: u64::from(s.dirty_expire_centisecs),
+        dirty_writeback_centisecs: u64::from(s.dirty_writeback_centisecs),
+    };
+    cfg.policies = variant.policies;
+    cfg.process_start_ns = mc.process_start_ns;
+    let m = Machine::new(sim, cfg)?;
+
+    let mut devices = BTreeMap::new();
+    let mut bdi_settings = BTreeMap::new();
+    for d in &scenario.devices {
+        devices.insert(
+            d.name.clone(),
+            BlockDevice::new(sim, &d.name, d.params.clone()),
+        );
+        bdi_settings.insert(
+            d.name.clone(),
+            BdiSettings {
+                strict_limit: d.bdi.strict_limit,
+                max_bytes: d.bdi.max_bytes.unwrap_or(0),
+                min_ratio: d.bdi.min_ratio,
+                max_ratio: d.bdi.max_ratio,
+            },
+        );
+    }
+
+    let mut cgroups = BTreeMap::new();
+    for c in &scenario.cgroups {
+        let cpus: Option<Vec<usize>> = c
+            .cpus
+            .as_ref()
+            .map(|l| l.iter().map(|&n| n as usize).collect());
+        let id = m.sched.add_cgroup(&c.name, cpus.as_deref())?;
+        cgroups.insert(c.name.clone(), id);
+    }
+    let cg_of = |name: &Option<String>| -> CgroupId {
+        name.as_ref()
+            .and_then(|n| cgroups.get(n).copied())
+            .unwrap_or(CgroupId::ROOT)
+    };
+
+    let entries = scenario
+        .filesystems
+        .iter()
+        .map(|f| FsEntry {
+            name: f.name.clone(),
+            mountpoint: f.mountpoint.clone(),
+            sb: Default::default(),
+        })
+        .collect();
+    let world = World::new(m.clone(), entries);
+    *world.cgroups.borrow_mut() = cgroups.clone();
+
+    let mut job_sets = Vec::new();
+    for j in &scenario.jobs {
+        let jf = fio::parse_str_at(&j.fio.text, &j.fio.origin, j.fio.line_offset)
+            .map_err(|e| e.to_string())?;
+        let root = match &j.filesystem {
+            Some(n) => scenario
+                .filesystem(n)
+                .map(|f| f.mountpoint.clone())
+                .ok_or_else(|| format!("[[job]] at line {}: no filesystem '{n}'", j.line))?,
+            None => "/".to_string(),
+        };
+        let jobs: Vec<_> = jf.jobs.into_iter().collect();
+        if !j.runs_in(&variant.name) {
+            continue;
+        }
+        job_sets.push(JobSet {
+            jobs,
+            root,
+            cgroup: cg_of(&j.cgroup),
+            start_ns: j.start_ns,
+        });
+    }
+    let actor_cgroups = scenario.actors.iter().map(|a| cg_of(&a.cgroup)).collect();
+    Ok(Booted {
+        world,
+        devices,
+        job_sets,
+        actor_cgroups,
+        fs_configs: scenario.filesystems.clone(),
+        bdi_settings,
+    })
+}

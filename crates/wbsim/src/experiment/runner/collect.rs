@@ -1,0 +1,202 @@
+//! After a run: turn what the workload recorded, what the sampler saw and
+//! the model's own counters into the results document, and check the end-of-run
+//! invariants (page conservation per mapping and machine-wide, no negative or
+//! leaked counters, violations the model noticed). Not kernel code.
+//!
+//! Metric names:
+//! - `fio.JOB.write_bw` / `fio.JOB.read_bw` (MiB/s), `fio.JOB.write_iops`,
+//!   `fio.JOB.clat` (completion latency of the job's writes, or reads for a
+//!   read-only job, us), `fio.JOB.read_clat` / `fio.JOB.write_clat` for mixed
+//!   jobs, `fio.JOB.sync_lat` (us), `fio.JOB.peak_dirty` /
+//!   `fio.JOB.peak_cached` (MiB);
+//! - `write.bw` / `read.bw`: all jobs together over the span they ran (MiB/s);
+//! - `dirty_pages`, `writeback_pages`, `cached_pages`, `dirty_limit_pages`,
+//!   `bg_limit_pages` (sampled), `device.DEV.write_bytes_per_s` (sampled) and
+//!   `device.DEV.write_bw` over the run (MiB/s), `device.DEV.util` (percent);
+//! - actor steps with `record = NAME`: NAME (ms); errno outcomes as counters
+//!   `NAME.EBUSY`, `umount.EBUSY`...;
+//! - `bdp.pause` (ms): every balance_dirty_pages pause; `rcu.gp` counts.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crate::experiment::metrics::Metrics;
+use crate::experiment::results::{Host, Invariants, Results};
+use crate::experiment::scenario::{ResolvedVariant, Scenario};
+use crate::model::block::BlockDevice;
+use crate::model::mm::vmstat::PAGE_SIZE;
+use crate::workload::fio::output::{FioDdirStats, FioJobOutput, FioSyncStats};
+use crate::workload::world::World;
+
+use super::sampler::Samples;
+
+const MIB: f64 = 1_048_576.0;
+
+/// Builds the results of a finished run.
+pub fn results(
+    scenario: &Scenario,
+    variant: &ResolvedVariant,
+    seed: u64,
+    world: &World,
+    devices: &BTreeMap<String, BlockDevice>,
+    samples: &Samples,
+    wall: Instant,
+) -> Results {
+    let m = &world.m;
+    let now = m.now();
+    let mut metrics = std::mem::take(&mut *samples.borrow_mut());
+    for (name, unit, v) in world.records.borrow().iter() {
+        metrics.record_as(name, unit, "ms", *v);
+    }
+    for (name, n) in world.counters.borrow().iter() {
+        metrics.add(name, "count", *n);
+    }
+    let jobs = job_outputs(world, &mut metrics, now);
+    for p in m.bdp_pauses.borrow().iter() {
+        metrics.record_as("bdp.pause", "ns", "ms", *p);
+    }
+    for (name, d) in devices {
+        let st = d.stats();
+        if now > 0 {
+            metrics.set(
+                &format!("device.{name}.write_bw"),
+                "MiB/s",
+                st.write_bytes as f64 / MIB / (now as f64 / 1e9),
+            );
+            metrics.set(
+                &format!("device.{name}.util"),
+                "percent",
+                100.0 * st.busy_ns as f64 / now as f64,
+            );
+        }
+    }
+    metrics.set("run.simulated_time", "s", now as f64 / 1e9);
+    let invariants = check_invariants(world);
+    let host = Host {
+        wall_time_s: wall.elapsed().as_secs_f64(),
+        date: String::new(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    Results::new(scenario, variant, seed, &metrics, jobs, invariants, host)
+}
+
+/// fio-shaped job entries, and the per-job and aggregate metrics.
+fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let (mut first, mut last) = (u64::MAX, 0u64);
+    let (mut rbytes, mut wbytes) = (0u64, 0u64);
+    for j in world.jobs.borrow().iter() {
+        let start = j.start_ns.unwrap_or(now).min(now);
+        let end = j.end_ns.unwrap_or(now).max(start);
+        let runtime = end - start;
+        first = first.min(start);
+        last = last.max(end);
+        rbytes += j.read_bytes;
+        wbytes += j.write_bytes;
+        let mut o = FioJobOutput::new(&j.name, j.groupid, runtime);
+        o.error = i32::from(j.error.is_some());
+        o.read =
+            FioDdirStats::from_latencies(j.read_bytes, j.read_ios, runtime, &j.read_clat, None);
+        o.write =
+            FioDdirStats::from_latencies(j.write_bytes, j.write_ios, runtime, &j.write_clat, None);
+        o.sync = FioSyncStats::from_histogram(&j.sync_lat);
+        out.push(serde_json::to_value(&o).unwrap_or(serde_json::Value::Null));
+
+        let secs = runtime as f64 / 1e9;
+        let p = format!("fio.{}", j.name);
+        if secs > 0.0 {
+            if j.write_ios > 0 {
+                metrics.set(
+                    &format!("{p}.write_bw"),
+                    "MiB/s",
+                    j.write_bytes as f64 / MIB / secs,
+                );
+                metrics.set(
+                    &format!("{p}.write_iops"),
+                    "IO/s",
+                    j.write_ios as f64 / secs,
+                );
+            }
+            if j.read_ios > 0 {
+                metrics.set(
+                    &format!("{p}.read_bw"),
+                    "MiB/s",
+                    j.read_bytes as f64 / MIB / secs,
+                );
+                metrics.set(&format!("{p}.read_iops"), "IO/s", j.read_ios as f64 / secs);
+            }
+        }
+        let main = if j.write_ios > 0 {
+            &j.write_clat
+        } else {
+            &j.read_clat
+        };
+        metrics.record_histogram(&format!("{p}.clat"), "ns", "us", main);
+        if j.write_ios > 0 && j.read_ios > 0 {
+            metrics.record_histogram(&format!("{p}.write_clat"), "ns", "us", &j.write_clat);
+            metrics.record_histogram(&format!("{p}.read_clat"), "ns", "us", &j.read_clat);
+        }
+        if !j.sync_lat.is_empty() {
+            metrics.record_histogram(&format!("{p}.sync_lat"), "ns", "us", &j.sync_lat);
+        }
+        metrics.set(
+            &format!("{p}.peak_dirty"),
+            "MiB",
+            (j.peak_dirty_pages * PAGE_SIZE) as f64 / MIB,
+        );
+        metrics.set(
+            &format!("{p}.peak_cached"),
+            "MiB",
+            (j.peak_cached_pages * PAGE_SIZE) as f64 / MIB,
+        );
+        if let Some(e) = &j.error {
+            metrics.add(&format!("{p}.{e}"), "count", 1);
+        }
+    }
+    if last > first {
+        let secs = (last - first) as f64 / 1e9;
+        if wbytes > 0 {
+            metrics.set("write.bw", "MiB/s", wbytes as f64 / MIB / secs);
+        }
+        if rbytes > 0 {
+            metrics.set("read.bw", "MiB/s", rbytes as f64 / MIB / secs);
+        }
+    }
+    out
+}
+
+/// End-of-run invariants: every mapping's ranges agree with its counters, the
+/// machine's page counters equal the sum over mappings, and nothing the model
+/// noticed during the run.
+fn check_invariants(world: &World) -> Invariants {
+    let m = &world.m;
+    let mut inv = Invariants::default();
+    let (mut cached, mut dirty, mut wb) = (0u64, 0u64, 0u64);
+    for sb in m.supers.borrow().values() {
+        if !sb.bdi.can_writeback {
+            continue;
+        }
+        for inode in sb.inodes.borrow().values() {
+            let map = inode.mapping.borrow();
+            inv.checked += 1;
+            if let Err(e) = map.check() {
+                inv.violations
+                    .push(format!("{} inode {}: {e}", sb.name, inode.ino));
+            }
+            cached += map.nrpages();
+            dirty += map.nr_dirty();
+            wb += map.nr_writeback();
+        }
+    }
+    let vm = m.vm.borrow();
+    inv.checked += 1;
+    if (vm.nr_file_pages, vm.nr_file_dirty, vm.nr_writeback) != (cached, dirty, wb) {
+        inv.violations.push(format!(
+            "page conservation: NR_FILE_PAGES/NR_FILE_DIRTY/NR_WRITEBACK {}/{}/{} but mappings hold {cached}/{dirty}/{wb}",
+            vm.nr_file_pages, vm.nr_file_dirty, vm.nr_writeback
+        ));
+    }
+    inv.violations.extend(vm.violations.iter().cloned());
+    inv.violations.extend(m.violations.borrow().iter().cloned());
+    inv
+}

@@ -1,0 +1,94 @@
+//! Periodic sampling, like a `vmstat 1` / `iostat -x 1` / `global_dirty_state`
+//! tracepoint reader beside a real run: dirty and writeback pages, the dirty
+//! thresholds, the page cache size, and each device's write throughput per
+//! interval; and the peaks each running fio job sees. Sampling is a timer
+//! callback (it takes no simulated CPU). Not kernel code.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use sim::Time;
+
+use crate::experiment::metrics::Metrics;
+use crate::model::block::BlockDevice;
+use crate::model::mm::throttle::global_thresholds;
+use crate::workload::world::World;
+
+/// What the sampler collected.
+pub type Samples = Rc<RefCell<Metrics>>;
+
+/// Starts sampling every `interval` ns until `until`.
+pub fn start(
+    world: &Rc<World>,
+    devices: &[(String, BlockDevice)],
+    interval: Time,
+    until: Time,
+) -> Samples {
+    let samples: Samples = Rc::new(RefCell::new(Metrics::new()));
+    let st = Rc::new(State {
+        world: world.clone(),
+        devices: devices.to_vec(),
+        last_write_bytes: RefCell::new(
+            devices.iter().map(|(_, d)| d.stats().write_bytes).collect(),
+        ),
+        samples: samples.clone(),
+        interval: interval.max(1),
+        until,
+    });
+    State::sample(&st);
+    samples
+}
+
+struct State {
+    world: Rc<World>,
+    devices: Vec<(String, BlockDevice)>,
+    last_write_bytes: RefCell<Vec<u64>>,
+    samples: Samples,
+    interval: Time,
+    until: Time,
+}
+
+impl State {
+    fn sample(self: &Rc<Self>) {
+        let m = &self.world.m;
+        let now = m.now();
+        let (dirty, writeback, cached) = {
+            let vm = m.vm.borrow();
+            (vm.nr_file_dirty, vm.nr_writeback, vm.nr_file_pages)
+        };
+        let th = global_thresholds(m);
+        {
+            let mut s = self.samples.borrow_mut();
+            s.sample("dirty_pages", "pages", now, dirty as f64);
+            s.sample("writeback_pages", "pages", now, writeback as f64);
+            s.sample("cached_pages", "pages", now, cached as f64);
+            s.sample("dirty_limit_pages", "pages", now, th.thresh as f64);
+            s.sample("bg_limit_pages", "pages", now, th.bg_thresh as f64);
+            if now > 0 {
+                let mut last = self.last_write_bytes.borrow_mut();
+                for (i, (name, d)) in self.devices.iter().enumerate() {
+                    let wb = d.stats().write_bytes;
+                    let rate = (wb - last[i]) as f64 * 1e9 / self.interval as f64;
+                    last[i] = wb;
+                    s.sample(
+                        &format!("device.{name}.write_bytes_per_s"),
+                        "bytes/s",
+                        now,
+                        rate,
+                    );
+                }
+            }
+        }
+        for j in self.world.jobs.borrow_mut().iter_mut() {
+            if j.running > 0 && j.start_ns.is_some_and(|t| t <= now) {
+                j.peak_dirty_pages = j.peak_dirty_pages.max(dirty);
+                j.peak_cached_pages = j.peak_cached_pages.max(cached);
+            }
+        }
+        let next = now + self.interval;
+        if next <= self.until {
+            let me = self.clone();
+            m.sim.schedule_at(next, move || me.sample());
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! Runs `[[actor]]`s: scripted user-space processes whose steps are system
+//! calls on the modelled kernel (`mount(2)`, `umount2(2)`, `sync(2)`,
+//! `syncfs(2)`, `fsync(2)`, cgroupfs `mkdir`/`rmdir`, dd-like loops, process
+//! starts, device reuse). Each instance is one task in its cgroup; a step with
+//! `record` has its elapsed time recorded (ms), one with `exec` first pays the
+//! machine's process start (fork + exec + dynamic linking, as CPU time) inside
+//! the recorded time, as `perf stat -- umount mnt` measures.
+//!
+//! Simplified: cgroup memory limits of `cgroup_mkdir` are kept but not enforced
+//! (no memcg yet); `rmdir` forgets the cgroup (its CPU accounting stays).
+
+use std::rc::Rc;
+
+use super::world::World;
+use crate::experiment::scenario::{ActorConfig, Repeat, Step, StepOp};
+use crate::model::fs::read_write::{vfs_read, vfs_write, IoFlags};
+use crate::model::fs::sync::{ksys_sync, sync_filesystem, vfs_fsync};
+use crate::model::fs::LocalBoxFuture;
+use crate::model::kernel::sched::CgroupId;
+use crate::model::mm::throttle::TaskDirty;
+
+/// What actors need from the mount lifecycle (provided by the runner, which
+/// knows the scenario's filesystems).
+pub trait MountOps {
+    /// `mount(2)` of filesystem `name`; Err(errno name) on failure.
+    fn mount<'a>(
+        &'a self,
+        w: &'a Rc<World>,
+        name: &'a str,
+    ) -> LocalBoxFuture<'a, Result<(), String>>;
+    /// `umount2(2)` of filesystem `name`, `MNT_DETACH` when `lazy`.
+    fn umount<'a>(
+        &'a self,
+        w: &'a Rc<World>,
+        name: &'a str,
+        lazy: bool,
+    ) -> LocalBoxFuture<'a, Result<(), String>>;
+    /// Reuse the device of filesystem `name` right away (mount it again
+    /// elsewhere, or detach its loop device): Err("EBUSY") while held.
+    fn reuse_device<'a>(
+        &'a self,
+        w: &'a Rc<World>,
+        name: &'a str,
+    ) -> LocalBoxFuture<'a, Result<(), String>>;
+}
+
+/// Starts every instance of `actor` in `cgroup`.
+pub fn spawn_actor(w: &Rc<World>, actor: &ActorConfig, cgroup: CgroupId, ops: Rc<dyn MountOps>) {
+    for instance in 0..actor.instances {
+        let w2 = w.clone();
+        let a = actor.clone();
+        let ops = ops.clone();
+        let finite = matches!(a.repeat, Repeat::Count(_));
+        if finite {
+            w.task_started();
+        }
+        let name = if actor.instances > 1 {
+            format!("{}.{instance}", actor.name)
+        } else {
+            actor.name.clone()
+        };
+        w.m.sched.spawn(&name, cgroup, 0, async move {
+            let sim = w2.m.sim.clone();
+            sim.sleep_until(a.start_ns.max(sim.now())).await;
+            let mut task = TaskDirty::default();
+            let mut round = 0u64;
+            'outer: loop {
+                if let Repeat::Count(n) = a.repeat {
+                    if round >= n {
+                        break;
+                    }
+                }
+                round += 1;
+                for step in &a.steps {
+                    if w2.end_requested.get() {
+                        break 'outer;
+                    }
+                    if let Err(e) = run_step(&w2, &a, instance, step, &mut task, &*ops).await {
+                        w2.error(format!(
+                            "actor '{}' step at line {}: {e}",
+                            a.name, step.line
+                        ));
+                        break 'outer;
+                    }
+                }
+            }
+            if finite {
+                w2.task_finished();
+            }
+        });
+    }
+}
+
+/// `{instance}` in a path or name becomes the instance number.
+fn inst(s: &str, instance: u32) -> String {
+    s.replace("{instance}", &instance.to_string())
+}
+
+async fn run_step(
+    w: &Rc<World>,
+    a: &ActorConfig,
+    instance: u32,
+    step: &Step,
+    task: &mut TaskDirty,
+    ops: &dyn MountOps,
+) -> Result<(), String> {
+    let m = &w.m;
+    let t0 = m.now();
+    if step.exec {
+        m.sched.cpu(m.cfg.process_start_ns).await;
+    }
+    let outcome: Result<(), String> = match &step.op {
+        StepOp::Mount { filesystem } => ops.mount(w, filesystem).await,
+        StepOp::Umount { filesystem, lazy } => ops.umount(w, filesystem, *lazy).await,
+        StepOp::ReuseDevice { filesystem } => ops.reuse_device(w, filesystem).await,
+        StepOp::Sync => {
+            ksys_sync(m).await;
+            Ok(())
+        }
+        StepOp::Syncfs { filesystem } => {
+            let sb = w
+                .fs(filesystem)
+                .and_then(|f| f.sb.borrow().clone())
+                .ok_or_else(|| format!("syncfs: '{filesystem}' is not mounted"))?;
+            sync_filesystem(m, &sb).await;
+            Ok(())
+        }
+        StepOp::Fsync { file } => {
+            let f = w.open(&inst(file, instance))?;
+            vfs_fsync(m, &f.sb, &f.inode, false).await;
+            Ok(())
+        }
+        StepOp::Sleep { ns } => {
+            m.sim.sleep(*ns).await;
+            Ok(())
+        }
+        StepOp::CgroupMkdir { name, cpus, .. } => {
+            let name = inst(name, instance);
+            let cpus: Option<Vec<usize>> = cpus
+                .as_ref()
+                .map(|l| l.iter().map(|&c| c as usize).collect());
+            // A cgroup made again after rmdir is a new cgroup.
+            let unique = format!("{name}#{}", m.now());
+            let id = m.sched.add_cgroup(&unique, cpus.as_deref())?;
+            w.cgroups.borrow_mut().insert(name, id);
+            Ok(())
+        }
+        StepOp::CgroupRmdir { name } => {
+            let name = inst(name, instance);
+            let mut cgs = w.cgroups.borrow_mut();
+            if cgs.remove(&name).is_none() {
+                return Err(format!("cgroup_rmdir: no cgroup '{name}'"));
+            }
+            // Leave it: the actor moves back to its own cgroup.
+            let own = a
+                .cgroup
+                .as_ref()
+                .and_then(|c| cgs.get(c).copied())
+                .unwrap_or(CgroupId::ROOT);
+            drop(cgs);
+            if let Some(id) = m.sim.current() {
+                m.sched.set_cgroup(id, own);
+            }
+            Ok(())
+        }
+        StepOp::CgroupEnter { name } => {
+            let name = inst(name, instance);
+            let id = w
+                .cgroups
+                .borrow()
+                .get(&name)
+                .copied()
+                .ok_or_else(|| format!("cgroup_enter: no cgroup '{name}'"))?;
+            if let Some(t) = m.sim.current() {
+                m.sched.set_cgroup(t, id);
+            }
+            Ok(())
+        }
+        StepOp::Write {
+            file,
+            size,
+            bs,
+            fsync,
+        } => {
+            let f = w.open(&inst(file, instance))?;
+            let bs = (*bs).max(1);
+            let mut pos = 0;
+            while pos < *size {
+                let len = bs.min(*size - pos);
+                vfs_write(m, task, &f, pos, len, IoFlags::default())
+                    .await
+                    .map_err(|e| format!("write: {e:?}"))?;
+                pos += len;
+            }
+            if *fsync {
+                vfs_fsync(m, &f.sb, &f.inode, false).await;
+            }
+            Ok(())
+        }
+        StepOp::Read { file, size, bs } => {
+            let f = w.open(&inst(file, instance))?;
+            let bs = (*bs).max(1);
+            let mut pos = 0;
+            while pos < *size {
+                let len = bs.min(*size - pos);
+                vfs_read(m, &f, pos, len, IoFlags::default())
+                    .await
+                    .map_err(|e| format!("read: {e:?}"))?;
+                pos += len;
+            }
+            Ok(())
+        }
+        StepOp::Exec { cost_ns } => {
+            m.sched.cpu(cost_ns.unwrap_or(m.cfg.process_start_ns)).await;
+            Ok(())
+        }
+        StepOp::CreateFiles { dir, count, size } => {
+            let dir = inst(dir, instance);
+            for i in 0..*count {
+                let f = w.open(&format!("{}/{i}", dir.trim_end_matches('/')))?;
+                if *size > 0 {
+                    vfs_write(m, task, &f, 0, *size, IoFlags::default())
+                        .await
+                        .map_err(|e| format!("create_files: {e:?}"))?;
+                }
+            }
+            Ok(())
+        }
+    };
+    let elapsed = m.now() - t0;
+    // An errno outcome is counted, not fatal: `umount` may get EBUSY, a device
+    // reuse after a lazy umount may too. Other errors end the actor.
+    let outcome = match outcome {
+        Err(e) if e.starts_with('E') && e.chars().all(|c| c.is_ascii_uppercase()) => {
+            let what = step_name(&step.op);
+            w.count(&format!("{what}.{e}"), 1);
+            if let Some(r) = &step.record {
+                w.count(&format!("{r}.{e}"), 1);
+            }
+            Ok(())
+        }
+        o => o,
+    };
+    outcome?;
+    if let Some(r) = &step.record {
+        w.record(r, "ns", elapsed);
+    }
+    if step.end_run_after_ns.is_some_and(|t| m.now() >= t) {
+        w.end_requested.set(true);
+    }
+    Ok(())
+}
+
+/// The step's operation name (`umount`, `reuse_device`...), for counters.
+fn step_name(op: &StepOp) -> &'static str {
+    match op {
+        StepOp::Mount { .. } => "mount",
+        StepOp::Umount { lazy: true, .. } => "umount_lazy",
+        StepOp::Umount { .. } => "umount",
+        StepOp::ReuseDevice { .. } => "reuse_device",
+        StepOp::Sync => "sync",
+        StepOp::Syncfs { .. } => "syncfs",
+        StepOp::Fsync { .. } => "fsync",
+        StepOp::Sleep { .. } => "sleep",
+        StepOp::CgroupMkdir { .. } => "cgroup_mkdir",
+        StepOp::CgroupRmdir { .. } => "cgroup_rmdir",
+        StepOp::CgroupEnter { .. } => "cgroup_enter",
+        StepOp::Write { .. } => "write",
+        StepOp::Read { .. } => "read",
+        StepOp::Exec { .. } => "exec",
+        StepOp::CreateFiles { .. } => "create_files",
+    }
+}

@@ -1,0 +1,379 @@
+//! Runs fio jobs on the modelled kernel: what fio's `backend.c` `thread_main()`
+//! and `do_io()` do for each clone of a job, with the sync engines
+//! (psync/sync/pvsync2: one I/O at a time) and the async ones (io_uring, libaio:
+//! `iodepth` I/Os in flight, each a lane issuing the next I/O when its last
+//! one completes).
+//!
+//! Per clone: wait `startdelay` (and, with `stonewall`, for every earlier job of
+//! the file), open its files (created on first use), then issue `bs`-sized
+//! reads/writes: sequential ones round-robin over the files (fio's default
+//! `file_service_type=roundrobin`), each file from offset 0, wrapping at
+//! `filesize`; random ones uniformly over `filesize` in `bs` steps from the
+//! clone's own random substream. It stops after `size` bytes x `loops`, at
+//! `runtime` (`time_based` keeps looping until then), or when the run ends.
+//! `fsync=N` calls fsync(2) after every N writes, `end_fsync`/`fsync_on_close`
+//! once per file at the end. `rate` paces issue; `ramp_time` delays
+//! statistics. Buffered io_uring writes are first tried with `IOCB_NOWAIT`
+//! (balance_dirty_pages' `BDP_ASYNC` returns `-EAGAIN` instead of sleeping);
+//! an `-EAGAIN` is retried in blocking mode, as io_uring punts it to an io-wq
+//! worker.
+//!
+//! Simplified: files to be read are treated as already laid out on disk (fio
+//! would write them first); no `fadvise`/`invalidate` before a job; no
+//! `norandommap` bookkeeping (random offsets may repeat); io-wq punting costs
+//! no extra CPU.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use rand::Rng;
+use sim::{SimRng, Time};
+
+use super::fio::{FioJob, IoEngine, RwMode};
+use super::world::{hist_record, JobStats, World};
+use crate::model::fs::read_write::{vfs_read, vfs_write, File, IoError, IoFlags};
+use crate::model::fs::sync::vfs_fsync;
+use crate::model::kernel::sched::CgroupId;
+use crate::model::kernel::wait::WaitQueue;
+use crate::model::mm::throttle::TaskDirty;
+
+/// One `[[job]]` table's jobs, ready to start.
+pub struct JobSet {
+    /// The jobs of the file, in file order.
+    pub jobs: Vec<FioJob>,
+    /// Mount point relative file names are resolved under.
+    pub root: String,
+    /// Cgroup the clones run in.
+    pub cgroup: CgroupId,
+    /// Simulated time at which the file's jobs start, ns.
+    pub start_ns: Time,
+}
+
+/// Starts every clone of every job of `set`; each registers its statistics
+/// in `world.jobs` and counts as an active workload task until it ends.
+pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
+    let done_wq = WaitQueue::new("fio_stonewall");
+    // Clones still running per job of this file (for stonewall).
+    let running: Rc<RefCell<Vec<u32>>> =
+        Rc::new(RefCell::new(set.jobs.iter().map(|j| j.numjobs).collect()));
+    for (ji, job) in set.jobs.iter().enumerate() {
+        // group_reporting folds every clone into one entry.
+        let stats_ids: Vec<usize> = if job.group_reporting {
+            let id = push_stats(world, &job.name, job.groupid, job.numjobs);
+            vec![id; job.numjobs as usize]
+        } else {
+            (0..job.numjobs)
+                .map(|n| push_stats(world, &format!("{}.{n}", job.name), job.groupid, 1))
+                .collect()
+        };
+        for inst in job.instances() {
+            let paths: Vec<String> = inst.files.iter().map(|f| resolve(&set.root, f)).collect();
+            let w = world.clone();
+            let job = job.clone();
+            let running = running.clone();
+            let done_wq = done_wq.clone();
+            let stats_id = stats_ids[inst.jobnum as usize];
+            let start = set.start_ns;
+            world.task_started();
+            let name = format!("fio:{}", inst.label);
+            world.m.sched.spawn(&name, set.cgroup, 0, async move {
+                let sim = w.m.sim.clone();
+                sim.sleep_until(start.max(sim.now())).await;
+                if job.stonewall && ji > 0 {
+                    let r = running.clone();
+                    done_wq
+                        .wait_event(&sim, move || r.borrow()[..ji].iter().all(|&n| n == 0))
+                        .await;
+                }
+                run_clone(&w, &job, inst.jobnum, &paths, stats_id).await;
+                running.borrow_mut()[ji] -= 1;
+                done_wq.wake_up_all();
+                w.task_finished();
+            });
+        }
+    }
+}
+
+fn push_stats(world: &World, name: &str, groupid: u32, clones: u32) -> usize {
+    let mut jobs = world.jobs.borrow_mut();
+    let mut s = JobStats::new(name, groupid);
+    s.running = clones;
+    jobs.push(s);
+    jobs.len() - 1
+}
+
+/// An absolute path for fio file name `f` under mount point `root`.
+fn resolve(root: &str, f: &str) -> String {
+    if f.starts_with('/') {
+        f.to_string()
+    } else {
+        format!("{}/{}", root.trim_end_matches('/'), f)
+    }
+}
+
+/// What the lanes of one clone share: the issue position and counters.
+struct Clone_ {
+    files: Vec<File>,
+    file_size: u64,
+    /// Next sequential offset per file.
+    seq_pos: Vec<u64>,
+    /// Next file for round-robin service.
+    next_file: usize,
+    /// Bytes issued so far, and the limit (None = time based).
+    issued: u64,
+    limit: Option<u64>,
+    deadline: Option<Time>,
+    writes_since_fsync: u32,
+    rng: SimRng,
+    /// When statistics start (after ramp_time), ns.
+    measure_from: Time,
+    started: Time,
+    failed: bool,
+}
+
+/// One I/O to issue.
+struct Io {
+    file: usize,
+    pos: u64,
+    len: u64,
+    write: bool,
+}
+
+impl Clone_ {
+    fn next(&mut self, job: &FioJob, now: Time) -> Option<Io> {
+        if self.failed || self.deadline.is_some_and(|d| now >= d) {
+            return None;
+        }
+        if self.limit.is_some_and(|l| self.issued >= l) {
+            return None;
+        }
+        let write = match job.rw {
+            RwMode::Read | RwMode::RandRead => false,
+            RwMode::Write | RwMode::RandWrite => true,
+            _ => self.rng.random_range(0..100u8) >= job.rwmixread_pct,
+        };
+        let bs = if write {
+            job.bs_write_bytes
+        } else {
+            job.bs_read_bytes
+        }
+        .max(1);
+        let file = self.next_file;
+        self.next_file = (self.next_file + 1) % self.files.len();
+        let pos = if job.rw.is_random() {
+            let slots = (self.file_size / bs).max(1);
+            self.rng.random_range(0..slots) * bs
+        } else {
+            let p = self.seq_pos[file];
+            let p = if p + bs > self.file_size { 0 } else { p };
+            self.seq_pos[file] = p + bs;
+            p
+        };
+        let len = bs.min(self.file_size.max(bs) - pos);
+        self.issued += len;
+        Some(Io {
+            file,
+            pos,
+            len,
+            write,
+        })
+    }
+}
+
+async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], stats_id: usize) {
+    let m = &w.m;
+    let sim = m.sim.clone();
+    if job.startdelay_ns > 0 {
+        sim.sleep(job.startdelay_ns).await;
+    }
+    let mut files = Vec::with_capacity(paths.len());
+    for p in paths {
+        match w.open(p) {
+            Ok(f) => files.push(f),
+            Err(e) => {
+                w.error(format!("fio job '{}': {e}", job.name));
+                finish_stats(w, stats_id, Some("ENOENT"));
+                return;
+            }
+        }
+    }
+    let file_size = job.file_size_bytes();
+    if files.is_empty() || file_size == 0 {
+        w.error(format!(
+            "fio job '{}' ({}:{}): no file or no size",
+            job.name, job.origin, job.section_line
+        ));
+        finish_stats(w, stats_id, Some("EINVAL"));
+        return;
+    }
+    let now = sim.now();
+    let limit = if job.time_based && job.runtime_ns.is_some() {
+        None
+    } else {
+        Some(
+            job.io_size_bytes()
+                .saturating_mul(u64::from(job.loops.max(1))),
+        )
+    };
+    let st = Rc::new(RefCell::new(Clone_ {
+        seq_pos: vec![0; files.len()],
+        files,
+        file_size,
+        next_file: 0,
+        issued: 0,
+        limit,
+        deadline: job.runtime_ns.map(|r| now + r),
+        writes_since_fsync: 0,
+        rng: sim.rng(&format!("fio.{}.{jobnum}", job.name)),
+        measure_from: now + job.ramp_time_ns,
+        started: now,
+        failed: false,
+    }));
+    {
+        let mut jobs = w.jobs.borrow_mut();
+        let s = &mut jobs[stats_id];
+        let from = now + job.ramp_time_ns;
+        s.start_ns = Some(s.start_ns.map_or(from, |t| t.min(from)));
+    }
+    let lanes = if job.ioengine.is_sync() {
+        1
+    } else {
+        job.iodepth.max(1)
+    };
+    let mut handles = Vec::new();
+    for lane in 0..lanes {
+        let w2 = w.clone();
+        let job2 = job.clone();
+        let st2 = st.clone();
+        let fut = async move { run_lane(&w2, &job2, &st2, stats_id).await };
+        if lane + 1 == lanes {
+            fut.await;
+        } else {
+            let name = format!("fio:{}.{jobnum}/lane{lane}", job.name);
+            let cg = m.sched.current_cgroup();
+            handles.push(m.sched.spawn(&name, cg, 0, fut));
+        }
+    }
+    for h in handles {
+        h.await;
+    }
+    if job.end_fsync || job.fsync_on_close {
+        let files = st.borrow().files.clone();
+        for f in &files {
+            let t0 = sim.now();
+            vfs_fsync(m, &f.sb, &f.inode, false).await;
+            hist_record(&mut w.jobs.borrow_mut()[stats_id].sync_lat, sim.now() - t0);
+        }
+    }
+    let failed = st.borrow().failed;
+    finish_stats(w, stats_id, failed.then_some("EOPNOTSUPP"));
+}
+
+fn finish_stats(w: &World, stats_id: usize, error: Option<&str>) {
+    let now = w.m.now();
+    let mut jobs = w.jobs.borrow_mut();
+    let s = &mut jobs[stats_id];
+    s.running = s.running.saturating_sub(1);
+    s.end_ns = Some(s.end_ns.map_or(now, |t| t.max(now)));
+    if s.error.is_none() {
+        s.error = error.map(str::to_string);
+    }
+}
+
+async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<Clone_>>, stats_id: usize) {
+    let m = &w.m;
+    let sim = &m.sim;
+    let mut task = TaskDirty::default();
+    let rate = |write: bool| {
+        if write {
+            job.rate_write_bytes_per_s
+        } else {
+            job.rate_read_bytes_per_s
+        }
+    };
+    let fl = IoFlags {
+        direct: job.direct,
+        dontcache: job.uncached,
+        nowait: false,
+    };
+    let try_nowait = job.ioengine == IoEngine::IoUring && !job.direct;
+    loop {
+        let Some(io) = st.borrow_mut().next(job, sim.now()) else {
+            return;
+        };
+        // fio's rate: do not issue before issued / rate seconds have passed.
+        if let Some(r) = rate(io.write).filter(|&r| r > 0) {
+            let (issued, started) = {
+                let s = st.borrow();
+                (s.issued, s.started)
+            };
+            let due = started + (u128::from(issued) * 1_000_000_000 / u128::from(r)) as Time;
+            if due > sim.now() {
+                sim.sleep_until(due).await;
+            }
+        }
+        if w.end_requested.get() {
+            return;
+        }
+        let f = st.borrow().files[io.file].clone();
+        let t0 = sim.now();
+        let res = if io.write {
+            let first = if try_nowait {
+                let nw = IoFlags { nowait: true, ..fl };
+                vfs_write(m, &mut task, &f, io.pos, io.len, nw).await
+            } else {
+                vfs_write(m, &mut task, &f, io.pos, io.len, fl).await
+            };
+            match first {
+                Err(IoError::Again) => vfs_write(m, &mut task, &f, io.pos, io.len, fl).await,
+                r => r,
+            }
+        } else {
+            vfs_read(m, &f, io.pos, io.len, fl).await
+        };
+        let now = sim.now();
+        if let Err(e) = res {
+            let mut s = st.borrow_mut();
+            s.failed = true;
+            if e == IoError::NotSupported {
+                drop(s);
+                let mut jobs = w.jobs.borrow_mut();
+                jobs[stats_id].error = Some("EOPNOTSUPP".into());
+            }
+            return;
+        }
+        let measured = now >= st.borrow().measure_from;
+        if measured {
+            let mut jobs = w.jobs.borrow_mut();
+            let s = &mut jobs[stats_id];
+            if io.write {
+                s.write_bytes += io.len;
+                s.write_ios += 1;
+                hist_record(&mut s.write_clat, now - t0);
+            } else {
+                s.read_bytes += io.len;
+                s.read_ios += 1;
+                hist_record(&mut s.read_clat, now - t0);
+            }
+        }
+        if io.write && job.fsync_every_writes > 0 {
+            let due = {
+                let mut s = st.borrow_mut();
+                s.writes_since_fsync += 1;
+                if s.writes_since_fsync >= job.fsync_every_writes {
+                    s.writes_since_fsync = 0;
+                    true
+                } else {
+                    false
+                }
+            };
+            if due {
+                let t1 = sim.now();
+                vfs_fsync(m, &f.sb, &f.inode, false).await;
+                if measured {
+                    hist_record(&mut w.jobs.borrow_mut()[stats_id].sync_lat, sim.now() - t1);
+                }
+            }
+        }
+    }
+}
