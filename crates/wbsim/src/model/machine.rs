@@ -9,6 +9,7 @@ use std::rc::Rc;
 
 use sim::{Sim, Time, USEC};
 
+use crate::model::fs::namespace::MntNamespace;
 use crate::model::fs::super_::SuperBlock;
 use crate::model::kernel::locking::lock_stat::LockStats;
 use crate::model::kernel::rcu::{Rcu, RcuParams};
@@ -113,6 +114,17 @@ pub struct Machine {
     pub bdi_wq: Workqueue,
     pub bdis: RefCell<Vec<Rc<Bdi>>>,
     pub supers: RefCell<BTreeMap<u64, Rc<SuperBlock>>>,
+    /// `system_wq` ("events"): where `schedule_work` / `schedule_delayed_work`
+    /// put work (delayed_mntput, deferred mount release).
+    pub system_wq: Workqueue,
+    /// `isw_wq` ("inode_switch_wbs"): inode wb switch work
+    /// (fs/fs-writeback.c).
+    pub isw_wq: Workqueue,
+    /// `isw_nr_in_flight`: inode wb switches prepared and not yet finished,
+    /// machine-wide. Always 0 until cgroup writeback switching is modelled.
+    pub isw_nr_in_flight: Cell<u64>,
+    /// The mount namespace: mount table, `namespace_sem`, delayed mntput.
+    pub ns: MntNamespace,
     /// Tick rate (jiffies arithmetic of the dirty throttling).
     pub hz: Hz,
     /// `ratelimit_pages` (writeback_set_ratelimit).
@@ -133,6 +145,7 @@ impl Machine {
             return Err("machine.cpus must be at least 1".into());
         }
         let sched = Sched::new(sim, SchedParams::for_cpus(cfg.cpus));
+        let locks = LockStats::new();
         let rcu = Rcu::new(sim, cfg.rcu.clone()).map_err(|e| e.to_string())?;
         let bdi_wq = alloc_workqueue(
             &sched,
@@ -143,6 +156,9 @@ impl Machine {
             },
             0,
         );
+        let system_wq = alloc_workqueue(&sched, "events", WqFlags::default(), 0);
+        let isw_wq = alloc_workqueue(&sched, "inode_switch_wbs", WqFlags::default(), 0);
+        let ns = MntNamespace::new(&locks, &sched);
         let now = sim.now();
         let hz = Hz::new(cfg.hz).map_err(|e| e.to_string())?;
         cfg.dirty.validate().map_err(|e| e.to_string())?;
@@ -154,7 +170,7 @@ impl Machine {
         Ok(Rc::new(Machine {
             sim: sim.clone(),
             rcu,
-            locks: LockStats::new(),
+            locks,
             vars: WaitVarTable::new("vars"),
             vm: RefCell::new(vm),
             dirty: RefCell::new(cfg.dirty.clone()),
@@ -166,6 +182,10 @@ impl Machine {
             bdi_wq,
             bdis: RefCell::new(Vec::new()),
             supers: RefCell::new(BTreeMap::new()),
+            system_wq,
+            isw_wq,
+            isw_nr_in_flight: Cell::new(0),
+            ns,
             next_id: Cell::new(1),
             violations: RefCell::new(Vec::new()),
             sched,
@@ -188,6 +208,11 @@ impl Machine {
     /// Records an invariant violation.
     pub fn violation(&self, what: String) {
         self.violations.borrow_mut().push(what);
+    }
+
+    /// One jiffy at the machine's HZ, ns.
+    pub fn jiffy_ns(&self) -> Time {
+        1_000_000_000 / self.cfg.hz.max(1)
     }
 
     /// The policies in force.

@@ -5,6 +5,7 @@
 //! switches of the studied changes.
 
 pub mod block;
+pub mod errno;
 pub mod fs;
 pub mod kernel;
 pub mod machine;

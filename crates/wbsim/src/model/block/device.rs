@@ -17,6 +17,10 @@
 //!   cache flush before the data; `REQ_FUA` is native (adds `fua_latency_ns`).
 //!   Without a write cache both flags are stripped (`submit_bio_noacct()`).
 //! - `submit_bio_wait()` (`block/bio.c`).
+//! - the exclusive holder (`bd_holder`, `bd_prepare_to_claim()`,
+//!   `block/bdev.c`): a mounted filesystem claims its device, so another
+//!   exclusive open (a second mount, mkfs, reconfiguring a loop device)
+//!   gets EBUSY until the holder releases it.
 //!
 //! Simplified or left out: one hardware queue and no software queues; no I/O
 //! scheduler (merges are back merges only, onto requests not yet sent to the
@@ -38,6 +42,7 @@ use sim::{Sim, Time};
 use super::bio::{rwbs, Bio, BioFlags, BioOp, SECTOR_BYTES};
 use super::profile::DeviceProfile;
 use super::stats::DeviceStats;
+use crate::model::errno::Errno;
 
 /// A bio's completion callback, as `bio->bi_end_io`.
 pub type EndIo = Box<dyn FnOnce()>;
@@ -127,6 +132,9 @@ struct Inner {
     name: String,
     profile: DeviceProfile,
     st: RefCell<State>,
+    /// `bdev->bd_holder`: who holds the device open exclusively
+    /// (BLK_OPEN_EXCL), as an id, with a name for messages.
+    holder: RefCell<Option<(u64, String)>>,
 }
 
 /// A block device with its request queue. Cheap to clone (an `Rc`).
@@ -186,7 +194,39 @@ impl BlockDevice {
                 },
                 stats_at: now,
             }),
+            holder: RefCell::new(None),
         }))
+    }
+
+    /// `bd_prepare_to_claim` + `bd_finish_claiming`: an exclusive open by
+    /// `holder` (a mounted superblock, a loop device's configuration). EBUSY
+    /// if another holder has the device; the same holder may claim again.
+    pub fn bd_claim(&self, holder: u64, what: &str) -> Result<(), Errno> {
+        let mut h = self.0.holder.borrow_mut();
+        match &*h {
+            Some((id, _)) if *id != holder => Err(Errno::EBUSY),
+            _ => {
+                *h = Some((holder, what.to_string()));
+                Ok(())
+            }
+        }
+    }
+
+    /// `bd_abort_claiming` / the holder part of `bdev_release`: `holder` lets
+    /// the device go. Returns false if it was not the holder.
+    pub fn bd_release(&self, holder: u64) -> bool {
+        let mut h = self.0.holder.borrow_mut();
+        if h.as_ref().is_some_and(|(id, _)| *id == holder) {
+            *h = None;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The current exclusive holder's name, if any.
+    pub fn holder(&self) -> Option<String> {
+        self.0.holder.borrow().as_ref().map(|(_, n)| n.clone())
     }
 
     /// The device name.

@@ -29,6 +29,10 @@ pub const EXT4_WRITEPAGE_NS: Time = 600;
 pub const EXT4_COMMIT_BYTES: u64 = 16 << 10;
 /// CPU of a jbd2 commit (`jbd2_journal_commit_transaction`), ns: ~20 us.
 pub const EXT4_COMMIT_CPU_NS: Time = 20 * USEC;
+/// CPU of `ext4_put_super` outside its I/O (`jbd2_journal_destroy` stopping
+/// the kjournald2 thread, `ext4_mb_release`, freeing percpu counters and
+/// group descriptors), ns: 50 us. Estimate (order of magnitude).
+pub const EXT4_PUT_SUPER_CPU_NS: Time = 50 * USEC;
 /// Journal offset on the device (the journal sits apart from data).
 const JOURNAL_OFFSET: u64 = 1 << 40;
 
@@ -91,6 +95,7 @@ impl Filesystem for Ext4 {
         // jbd2_journal_destroy (final commit and checkpoint), then the
         // superblock write (ext4_commit_super) with a flush.
         Box::pin(async move {
+            m.sched.cpu(EXT4_PUT_SUPER_CPU_NS).await;
             Self::commit(m, sb).await;
             if let Some(dev) = &sb.device {
                 let flags = BioFlags {

@@ -7,14 +7,17 @@
 //! writeback at all (tmpfs does not), a per-superblock bdi (btrfs), FOP_DONTCACHE
 //! support, and the hook that chooses an inode's writeback context.
 
+pub mod btrfs;
 pub mod ext4;
 pub mod fs_writeback;
 pub mod inode;
+pub mod namespace;
 pub mod read_write;
 pub mod super_;
 pub mod sync;
 pub mod tmpfs;
 pub mod writepages;
+pub mod xfs;
 
 use std::future::Future;
 use std::pin::Pin;

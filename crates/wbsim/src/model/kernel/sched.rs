@@ -121,6 +121,9 @@ struct Entity {
     /// Order of becoming runnable, for FIFO ties.
     enq_seq: u64,
     stats: CpuStats,
+    /// PF_KTHREAD: spawned with [`Sched::spawn_daemon`] (workqueue workers,
+    /// flushers, kthreads).
+    kthread: bool,
 }
 
 struct Cgroup {
@@ -251,7 +254,7 @@ impl Sched {
         fut: impl Future<Output = T> + 'static,
     ) -> JoinHandle<T> {
         let h = self.0.sim.spawn(name, fut);
-        self.register(h.id(), name, cgroup, nice);
+        self.register(h.id(), name, cgroup, nice, false);
         h
     }
 
@@ -264,11 +267,11 @@ impl Sched {
         fut: impl Future<Output = T> + 'static,
     ) -> JoinHandle<T> {
         let h = self.0.sim.spawn_daemon(name, fut);
-        self.register(h.id(), name, cgroup, nice);
+        self.register(h.id(), name, cgroup, nice, true);
         h
     }
 
-    fn register(&self, id: TaskId, name: &str, cgroup: CgroupId, nice: i32) {
+    fn register(&self, id: TaskId, name: &str, cgroup: CgroupId, nice: i32, kthread: bool) {
         let v = self.0.min_vruntime.get();
         self.0.tasks.borrow_mut().insert(
             id,
@@ -284,6 +287,7 @@ impl Sched {
                 waker: None,
                 enq_seq: 0,
                 stats: CpuStats::default(),
+                kthread,
             },
         );
     }
@@ -296,7 +300,7 @@ impl Sched {
                 .task_name(id)
                 .map(|n| n.to_string())
                 .unwrap_or_default();
-            self.register(id, &name, CgroupId::ROOT, 0);
+            self.register(id, &name, CgroupId::ROOT, 0, false);
         }
     }
 
@@ -348,6 +352,13 @@ impl Sched {
             preemptible: false,
             task: None,
         }
+    }
+
+    /// Whether the task is a kernel thread (`current->flags & PF_KTHREAD`):
+    /// spawned with [`Sched::spawn_daemon`]. Tasks spawned directly on the
+    /// simulation, or with [`Sched::spawn`], are user tasks.
+    pub fn is_kthread(&self, id: TaskId) -> bool {
+        self.0.tasks.borrow().get(&id).is_some_and(|e| e.kthread)
     }
 
     /// Whether the task is on a CPU right now (what `owner_on_cpu()` tests).

@@ -13,7 +13,8 @@
 //!
 //! Lists are ordered maps keyed by a sequence number: pushing at the head takes
 //! a larger key, at the tail a smaller one, so a move is O(log n) and the order
-//! is exactly the kernel's list order. Left out for now: cgroup wbs (the cgwb
+//! is exactly the kernel's list order. At umount, `bdi_unregister` /
+//! `wb_shutdown` take a per-superblock bdi down. Left out for now: cgroup wbs (the cgwb
 //! tree per memcg) and the bdi min/max ratio's per-mille rounding.
 
 use std::cell::{Cell, OnceCell, RefCell};
@@ -24,7 +25,10 @@ use sim::Time;
 
 use crate::model::fs::inode::InodeRef;
 use crate::model::kernel::wait::WaitQueue;
-use crate::model::kernel::workqueue::DelayedWork;
+use crate::model::kernel::workqueue::{
+    cancel_delayed_work, flush_delayed_work, mod_delayed_work, DelayedWork,
+};
+use crate::model::machine::Machine;
 use crate::model::mm::page_writeback::{BdiDirtyConfig, WbBandwidth};
 
 /// Which list of its wb an inode is on (`inode->i_io_list`).
@@ -317,6 +321,46 @@ impl Bdi {
     /// Number of writeback contexts.
     pub fn nr_wb_ctx(&self) -> usize {
         self.wbs.len()
+    }
+}
+
+// ------------------------------------------------------------- unregistering
+
+/// `wb_shutdown`: clears WB_registered (no new work is queued), then runs the
+/// flusher once more at once and waits for it, so its work list drains.
+pub async fn wb_shutdown(m: &Rc<Machine>, wb: &Rc<Wb>) {
+    if !wb.registered.replace(false) {
+        return;
+    }
+    if let Some(dwork) = wb.dwork.get() {
+        mod_delayed_work(&m.bdi_wq, dwork, 0);
+        flush_delayed_work(dwork).await;
+    }
+}
+
+/// `bdi_unregister` of a per-superblock bdi (SB_I_PERSB_BDI, btrfs):
+/// `bdi_remove_from_list` (off `bdi_list`, then `synchronize_rcu_expedited`
+/// so RCU walkers of the list are done with it), then `wb_shutdown` of every
+/// writeback context's wb.
+pub async fn bdi_unregister(m: &Rc<Machine>, bdi: &Rc<Bdi>) {
+    m.bdis.borrow_mut().retain(|b| !Rc::ptr_eq(b, bdi));
+    m.rcu.synchronize_rcu_expedited().await;
+    for wb in &bdi.wbs {
+        wb_shutdown(m, wb).await;
+    }
+}
+
+/// Drops a superblock's bdi that the kernel would keep (the disk's bdi, or
+/// `noop_backing_dev_info` for tmpfs): the model gives each superblock its own
+/// bdi, so at umount it leaves the bdi list and its flushers are disarmed, at
+/// no cost (the kernel does none of this work at umount).
+pub fn bdi_drop(m: &Rc<Machine>, bdi: &Rc<Bdi>) {
+    m.bdis.borrow_mut().retain(|b| !Rc::ptr_eq(b, bdi));
+    for wb in &bdi.wbs {
+        wb.registered.set(false);
+        if let Some(dwork) = wb.dwork.get() {
+            cancel_delayed_work(dwork);
+        }
     }
 }
 
