@@ -232,12 +232,12 @@ fn call_rcu_callbacks_run_after_a_grace_period_in_order() {
     let h = sim.spawn("caller", async move {
         for i in 0..3 {
             let (s2, l2) = (s.clone(), lg.clone());
-            r.call_rcu(move || push(&l2, format!("cb{i}"), s2.now()));
+            r.call_rcu_hurry(move || push(&l2, format!("cb{i}"), s2.now()));
         }
         let returned = s.now(); // call_rcu does not block
         s.sleep(2 * MSEC).await;
         let (s2, l2) = (s.clone(), lg.clone());
-        r.call_rcu(move || push(&l2, "late", s2.now())); // queued mid-GP
+        r.call_rcu_hurry(move || push(&l2, "late", s2.now())); // queued mid-GP
         returned
     });
     sim.run().unwrap();
@@ -266,10 +266,10 @@ fn rcu_barrier_waits_for_queued_callbacks_only() {
         r.rcu_barrier().await; // nothing queued: returns at once
         let t0 = s.now();
         let d1 = d.clone();
-        r.call_rcu(move || d1.set(d1.get() + 1));
+        r.call_rcu_hurry(move || d1.set(d1.get() + 1));
         s.sleep(2 * MSEC).await;
         let d2 = d.clone();
-        r.call_rcu(move || d2.set(d2.get() + 1)); // needs GP2 [5, 10 ms]
+        r.call_rcu_hurry(move || d2.set(d2.get() + 1)); // needs GP2 [5, 10 ms]
         s.sleep(MSEC).await;
         r.rcu_barrier().await;
         (t0, s.now(), d.get())
@@ -291,7 +291,7 @@ fn callback_cost_spaces_invocations_and_barrier_waits_for_all() {
     let h = sim.spawn("caller", async move {
         for i in 0..3 {
             let (s2, l2) = (s.clone(), lg.clone());
-            r.call_rcu(move || push(&l2, format!("cb{i}"), s2.now()));
+            r.call_rcu_hurry(move || push(&l2, format!("cb{i}"), s2.now()));
         }
         r.rcu_barrier().await;
         s.now()

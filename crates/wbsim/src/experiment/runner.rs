@@ -90,6 +90,7 @@ pub fn run_one(
     let booted = boot::boot(&sim, scenario, variant).map_err(&fail)?;
     let world = booted.world.clone();
     let ops = Rc::new(mounts::RunnerMounts::new(&booted));
+    ops.mount_at_boot(&world).map_err(&fail)?;
     let Booted {
         job_sets,
         actor_cgroups,

@@ -10,8 +10,10 @@ use sim::Sim;
 
 use crate::experiment::scenario::{FilesystemConfig, FsType, ResolvedVariant, Scenario};
 use crate::model::block::BlockDevice;
+use crate::model::fs::btrfs::Btrfs;
 use crate::model::fs::ext4::Ext4;
 use crate::model::fs::tmpfs::Tmpfs;
+use crate::model::fs::xfs::Xfs;
 use crate::model::fs::Filesystem;
 use crate::model::kernel::rcu::RcuParams;
 use crate::model::kernel::sched::CgroupId;
@@ -38,14 +40,12 @@ pub struct Booted {
 }
 
 /// The model of filesystem type `t`.
-pub fn filesystem_type(t: FsType) -> Result<Rc<dyn Filesystem>, String> {
+pub fn filesystem_type(t: FsType) -> Rc<dyn Filesystem> {
     match t {
-        FsType::Tmpfs => Ok(Rc::new(Tmpfs)),
-        FsType::Ext4 => Ok(Rc::new(Ext4)),
-        FsType::Xfs | FsType::Btrfs => Err(format!(
-            "filesystem type '{}' is not modelled in this build",
-            t.name()
-        )),
+        FsType::Tmpfs => Rc::new(Tmpfs),
+        FsType::Ext4 => Rc::new(Ext4),
+        FsType::Xfs => Rc::new(Xfs::new()),
+        FsType::Btrfs => Rc::new(Btrfs::new()),
     }
 }
 

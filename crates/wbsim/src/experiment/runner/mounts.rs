@@ -1,6 +1,7 @@
 //! The runner's side of mounting: filesystems marked `mounted` are mounted
-//! before the run starts, and actors' mount / umount / device-reuse steps
-//! call into the model's mount lifecycle. Not kernel code.
+//! when the run starts (before any workload task), and actors' mount / umount
+//! / device-reuse steps call the model's mount lifecycle
+//! (`model::fs::namespace`). Not kernel code.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -8,7 +9,7 @@ use std::rc::Rc;
 use super::boot::{filesystem_type, Booted};
 use crate::experiment::scenario::FilesystemConfig;
 use crate::model::block::BlockDevice;
-use crate::model::fs::super_::sget;
+use crate::model::fs::namespace::{self, flags::MNT_DETACH};
 use crate::model::fs::LocalBoxFuture;
 use crate::model::mm::backing_dev::BdiSettings;
 use crate::workload::actor_exec::MountOps;
@@ -22,24 +23,41 @@ pub struct RunnerMounts {
 }
 
 impl RunnerMounts {
-    /// Mounts every filesystem marked `mounted` (before time starts).
+    /// The operations for a booted run.
     pub fn new(b: &Booted) -> RunnerMounts {
-        let r = RunnerMounts {
+        RunnerMounts {
             configs: b.fs_configs.clone(),
             devices: b.devices.clone(),
             bdi_settings: b.bdi_settings.clone(),
-        };
-        for c in &r.configs {
-            if c.mounted {
-                if let Err(e) = r.mount_now(&b.world, &c.name) {
-                    b.world.error(format!("mounting '{}' at boot: {e}", c.name));
-                }
-            }
         }
-        r
     }
 
-    fn mount_now(&self, w: &Rc<World>, name: &str) -> Result<(), String> {
+    /// Mounts every filesystem marked `mounted`, running the simulation until
+    /// they are (the mount syscalls take microseconds of simulated time).
+    pub fn mount_at_boot(self: &Rc<Self>, w: &Rc<World>) -> Result<(), String> {
+        let sim = w.m.sim.clone();
+        let names: Vec<String> = self
+            .configs
+            .iter()
+            .filter(|c| c.mounted)
+            .map(|c| c.name.clone())
+            .collect();
+        let (me, w2) = (self.clone(), w.clone());
+        let h = sim.spawn("mount(boot)", async move {
+            for n in &names {
+                me.do_mount(&w2, n)
+                    .await
+                    .map_err(|e| format!("mounting '{n}' at boot: {e}"))?;
+            }
+            Ok::<(), String>(())
+        });
+        sim.run_while(u64::MAX, || !h.is_finished())
+            .map_err(|d| format!("the model deadlocked while mounting:\n{d}"))?;
+        h.result()
+            .unwrap_or_else(|| Err("boot mounts did not finish".into()))
+    }
+
+    async fn do_mount(&self, w: &Rc<World>, name: &str) -> Result<(), String> {
         let c = self
             .configs
             .iter()
@@ -48,10 +66,7 @@ impl RunnerMounts {
         let entry = w
             .fs(name)
             .ok_or_else(|| format!("no filesystem '{name}'"))?;
-        if entry.sb.borrow().is_some() {
-            return Err("EBUSY".into());
-        }
-        let fs = filesystem_type(c.fs_type)?;
+        let fs = filesystem_type(c.fs_type);
         let dev = c.device.as_ref().and_then(|d| self.devices.get(d)).cloned();
         let settings = c
             .device
@@ -59,8 +74,10 @@ impl RunnerMounts {
             .and_then(|d| self.bdi_settings.get(d))
             .cloned()
             .unwrap_or_default();
-        let sb = sget(&w.m, &c.mountpoint, fs, dev, settings);
-        *entry.sb.borrow_mut() = Some(sb);
+        let mnt = namespace::do_mount(&w.m, &c.mountpoint, fs, dev, settings)
+            .await
+            .map_err(|e| e.name().to_string())?;
+        *entry.sb.borrow_mut() = Some(mnt.sb.clone());
         Ok(())
     }
 }
@@ -71,31 +88,46 @@ impl MountOps for RunnerMounts {
         w: &'a Rc<World>,
         name: &'a str,
     ) -> LocalBoxFuture<'a, Result<(), String>> {
-        Box::pin(async move { self.mount_now(w, name) })
+        Box::pin(self.do_mount(w, name))
     }
 
     fn umount<'a>(
         &'a self,
-        _w: &'a Rc<World>,
+        w: &'a Rc<World>,
         name: &'a str,
-        _lazy: bool,
+        lazy: bool,
     ) -> LocalBoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            Err(format!(
-                "umount of '{name}': the mount lifecycle is not modelled in this build"
-            ))
+            let entry = w
+                .fs(name)
+                .ok_or_else(|| format!("no filesystem '{name}'"))?;
+            let flags = if lazy { MNT_DETACH } else { 0 };
+            namespace::umount(&w.m, &entry.mountpoint, flags)
+                .await
+                .map_err(|e| e.name().to_string())?;
+            // Gone from the namespace (a lazy umount's superblock may live on
+            // until its grace period or last user).
+            if let Some(sb) = entry.sb.borrow_mut().take() {
+                w.forget_files_of(&sb);
+            }
+            Ok(())
         })
     }
 
     fn reuse_device<'a>(
         &'a self,
-        _w: &'a Rc<World>,
+        w: &'a Rc<World>,
         name: &'a str,
     ) -> LocalBoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            Err(format!(
-                "reuse_device of '{name}': the mount lifecycle is not modelled in this build"
-            ))
+            let dev = self
+                .configs
+                .iter()
+                .find(|c| c.name == name)
+                .and_then(|c| c.device.as_ref())
+                .and_then(|d| self.devices.get(d))
+                .ok_or_else(|| format!("reuse_device: filesystem '{name}' has no device"))?;
+            namespace::reuse_device(&w.m, dev).map_err(|e| e.name().to_string())
         })
     }
 }

@@ -950,7 +950,7 @@ pub fn queue_rcu_work(rcu: &Rcu, wq: &Workqueue, rwork: &RcuWork) -> bool {
         return false;
     };
     let (w, q) = (rwork.work.clone(), wq.clone());
-    rcu.call_rcu(move || {
+    rcu.call_rcu_hurry(move || {
         // rcu_work_rcufn
         let mine = {
             let mut ws = w.0.state.borrow_mut();
