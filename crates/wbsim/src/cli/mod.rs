@@ -1,6 +1,7 @@
 //! The command line: `wbsim reproduce | run | check | ...`. Each subcommand is a
 //! thin layer over the experiment layer.
 
+pub mod report;
 pub mod reproduce;
 
 use clap::{Parser, Subcommand};
@@ -17,11 +18,14 @@ pub struct Cli {
 pub enum Command {
     /// Run every built-in experiment (every variant) and write the report.
     Reproduce(reproduce::Args),
+    /// Regenerate report.md and index.html from results files.
+    Report(report::Args),
 }
 
 /// Runs the CLI; returns the process exit code.
 pub fn main_with(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Reproduce(a) => reproduce::run(a),
+        Command::Report(a) => report::run(a),
     }
 }
