@@ -143,6 +143,9 @@ fn bars(root: &Area<'_>, p: &Plot) -> Result<(), String> {
         .filter_map(|(n, pts)| Some((n.as_str(), pts.first()?.1)))
         .collect();
     let n = values.len().max(1);
+    // An integer range includes its end: 0..n-1 gives n segments (one slot
+    // for a single bar: 0..0 would be empty).
+    let last = (n - 1).max(1);
     let hi = values.iter().map(|v| v.1).fold(f64::MIN, f64::max);
     let lo = values.iter().map(|v| v.1).fold(f64::MAX, f64::min);
     let mut chart = ChartBuilder::on(root)
@@ -150,7 +153,7 @@ fn bars(root: &Area<'_>, p: &Plot) -> Result<(), String> {
         .margin(10)
         .x_label_area_size(36)
         .y_label_area_size(60)
-        .build_cartesian_2d((0..n).into_segmented(), range(lo, hi, true))
+        .build_cartesian_2d((0..last).into_segmented(), range(lo, hi, true))
         .map_err(|e| e.to_string())?;
     let label = |v: &SegmentValue<usize>| match v {
         SegmentValue::CenterOf(i) => values.get(*i).map(|x| x.0.to_string()).unwrap_or_default(),
