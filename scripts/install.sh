@@ -17,7 +17,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 # peers benchmark (SimPy); xfsprogs, btrfs-progs, e2fsprogs, util-linux (losetup,
 # mount) and psmisc for the live-kernel probe; chromium for the report's browser test.
 APT_PKGS="build-essential pkg-config ca-certificates curl git python3 python3-venv python3-pip \
-xfsprogs btrfs-progs e2fsprogs util-linux mount psmisc procps"
+xfsprogs btrfs-progs e2fsprogs util-linux mount psmisc procps chromium"
 missing=""
 for p in $APT_PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -2,6 +2,7 @@
 //! thin layer over the experiment layer.
 
 pub mod check;
+pub mod report;
 pub mod reproduce;
 pub mod run;
 
@@ -23,6 +24,8 @@ pub enum Command {
     Run(run::Args),
     /// Validate a scenario without running it.
     Check(check::Args),
+    /// Regenerate report.md and index.html from results files.
+    Report(report::Args),
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -31,6 +34,7 @@ pub fn main_with(cli: Cli) -> anyhow::Result<i32> {
         Command::Reproduce(a) => reproduce::run(a),
         Command::Run(a) => run::run(a),
         Command::Check(a) => check::run(a),
+        Command::Report(a) => report::run(a),
     }
 }
 

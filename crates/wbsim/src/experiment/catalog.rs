@@ -1,21 +1,64 @@
-//! The five published experiments wbsim reproduces (shared/experiments.md), and
-//! which of them have a built-in scenario in this build.
+//! The five published experiments wbsim reproduces (shared/experiments.md):
+//! which of them have a built-in scenario in this build, and the published
+//! figures the report puts beside the simulated ones.
+//!
+//! Not kernel code, and not a model input: published figures are only
+//! compared against (DESIGN.md principle 1). The metric names in
+//! [`PUBLISHED`] are the contract with the built-in scenarios: a scenario
+//! that records its headline measurement under that name gets the
+//! comparison; until then the report shows "n/a". Left out: the published
+//! tables of E1 (b)-(d) and E5's other tests (experiments.md gives only
+//! E1 (a) and E5's single-stream figures), and E2, published qualitatively.
+
+use super::scenario::{self, Scenario, ScenarioError};
 
 /// One published experiment.
 #[derive(Clone, Copy, Debug)]
 pub struct Experiment {
     /// E1..E5 as in experiments.md.
     pub code: &'static str,
-    /// Short id, also the scenario file's stem (`scenarios/ID.toml`).
+    /// Short id, also the scenario file's stem (`scenarios/ID.toml`) and
+    /// the results' `scenario` name.
     pub id: &'static str,
     /// What the studied change does.
     pub title: &'static str,
-    /// The policy switch and its two sides.
+    /// The policy switch and its sides, baseline first (`key = a | b`).
     pub switch: &'static str,
+    /// The machine and workload as published, in a line or two.
+    pub setup: &'static str,
+    /// What was published, when it is not a table of numbers (E2).
+    pub published_note: &'static str,
     /// The built-in scenario's text, compiled in (None: still to come).
     pub scenario: Option<&'static str>,
     /// Which piece of work brings it, when it is still to come.
     pub comes_with: &'static str,
+}
+
+impl Experiment {
+    /// The switch's sides in the order the catalog lists them (baseline
+    /// first): `"umount_drain = global | per_sb"` -> `["global", "per_sb"]`.
+    pub fn sides(&self) -> Vec<&'static str> {
+        let rhs = self.switch.split_once('=').map_or("", |(_, r)| r);
+        rhs.split('|')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
+    /// The built-in scenario, parsed (None: still to come). Errors name
+    /// `scenarios/ID.toml`.
+    pub fn load_scenario(&self) -> Option<Result<Scenario, ScenarioError>> {
+        let text = self.scenario?;
+        Some(scenario::parse_str(
+            text,
+            &format!("scenarios/{}.toml", self.id),
+        ))
+    }
+
+    /// The published figures of this experiment, in catalog order.
+    pub fn published(&self) -> impl Iterator<Item = &'static Published> + '_ {
+        PUBLISHED.iter().filter(move |p| p.experiment == self.id)
+    }
 }
 
 /// Every experiment, in experiments.md order.
@@ -25,6 +68,10 @@ pub const EXPERIMENTS: &[Experiment] = &[
         id: "cgwb-umount",
         title: "per-superblock drain of inode wb switches at umount",
         switch: "umount_drain = global | per_sb",
+        setup: "16 vCPU QEMU guest; 4 background superblocks each looping \
+                create memcg -> write 1 MiB -> rmdir memcg; wall-clock latency of \
+                umount(8) of the target superblock, which runs its own cgwb churn (a).",
+        published_note: "",
         scenario: None,
         comes_with: "the cgroup writeback issue",
     },
@@ -33,6 +80,13 @@ pub const EXPERIMENTS: &[Experiment] = &[
         id: "btrfs-csum-commit-root",
         title: "csum lookups of old extents in the commit root",
         switch: "csum_lookup = current_root | commit_root_for_old",
+        setup: "btrfs, 60 s: cgroup \"bad\" (memory.high 1 GiB, CPUs 0-3) with 512 \
+                readers of their own 20 MiB file; cgroup \"good\" (CPU 0) with 32 small \
+                dd writers and a sync loop.",
+        published_note: "Qualitatively: before, transactions and syncs stall \
+                         for minutes with hundreds of readers in D state on the csum root \
+                         lock; after, the run ends on time with commits of well under a \
+                         second to a few seconds.",
         scenario: None,
         comes_with: "the btrfs issue",
     },
@@ -41,7 +95,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         id: "lazy-umount",
         title: "defer the RCU grace period of MNT_DETACH",
         switch: "detach_release = sync | deferred",
-        scenario: None,
+        setup: "PREEMPT_RT 6.15-rc1 with rcupdate.rcu_normal_after_boot=1; \
+                perf stat -r 10 --null --pre 'mount -t tmpfs tmpfs mnt' -- umount [-l] mnt \
+                (whole command, process start included).",
+        published_note: "",
+        scenario: Some(include_str!("../../../../scenarios/lazy-umount.toml")),
         comes_with: "the mount lifecycle issue",
     },
     Experiment {
@@ -49,6 +107,10 @@ pub const EXPERIMENTS: &[Experiment] = &[
         id: "parallel-writeback",
         title: "filesystem-chosen writeback contexts",
         switch: "wb_ctx_assign = ino_mod | fs_hook | effort",
+        setup: "QEMU guest, 8 CPUs, 4 GiB RAM, emulated NVMe 20 GB, XFS with 4 AGs; \
+                buffered random 4 KiB writes (io_uring) to 1 GiB files in separate \
+                directories; sweep of nr_wb_ctx.",
+        published_note: "",
         scenario: None,
         comes_with: "the parallel writeback / XFS issue",
     },
@@ -57,6 +119,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         id: "dontcache",
         title: "kick the flusher instead of flushing inline",
         switch: "dontcache_flush = inline | kick",
+        setup: "251 GiB RAM, XFS on NVMe, fio io_uring; single-stream seq-write and \
+                rand-write with RWF_DONTCACHE.",
+        published_note: "",
         scenario: None,
         comes_with: "the RWF_DONTCACHE issue",
     },
@@ -69,9 +134,87 @@ pub fn find(name: &str) -> Option<&'static Experiment> {
         .find(|e| e.id.eq_ignore_ascii_case(name) || e.code.eq_ignore_ascii_case(name))
 }
 
+/// One published figure (a cell of a table in experiments.md).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Published {
+    /// The experiment's id.
+    pub experiment: &'static str,
+    /// The variant's name (the side of the switch).
+    pub variant: &'static str,
+    /// The sweep point, `(key, value)` as in a variant label
+    /// `name[key=value]`; None for runs without a sweep.
+    pub sweep: Option<(&'static str, &'static str)>,
+    /// The wbsim metric it compares with.
+    pub metric: &'static str,
+    /// The statistic: `p50`, `p95`, `p99`, `max` or `mean` (for a scalar
+    /// metric, `mean` is its value).
+    pub stat: &'static str,
+    /// The published unit (the simulated value is converted to it).
+    pub unit: &'static str,
+    /// The published value.
+    pub value: f64,
+    /// Where it comes from (table, row), for the reader.
+    pub source: &'static str,
+}
+
+/// Shorthand for the table below.
+#[allow(clippy::too_many_arguments)]
+const fn fig(
+    experiment: &'static str,
+    variant: &'static str,
+    sweep: Option<(&'static str, &'static str)>,
+    metric: &'static str,
+    stat: &'static str,
+    unit: &'static str,
+    value: f64,
+    source: &'static str,
+) -> Published {
+    Published {
+        experiment,
+        variant,
+        sweep,
+        metric,
+        stat,
+        unit,
+        value,
+        source,
+    }
+}
+
+const E1A: &str = "E1 (a) target runs its own churn";
+const E3T: &str = "E3 perf stat -r 10";
+const E4T: &str = "E4 nr_wb_ctx sweep, ino_mod";
+const E5T: &str = "E5 single stream";
+
+/// Every published figure of experiments.md, in its order.
+#[rustfmt::skip]
+pub const PUBLISHED: &[Published] = &[
+    fig("cgwb-umount", "global", None, "umount.elapsed", "p50", "ms", 67.6, E1A),
+    fig("cgwb-umount", "global", None, "umount.elapsed", "p95", "ms", 88.3, E1A),
+    fig("cgwb-umount", "global", None, "umount.elapsed", "p99", "ms", 88.3, E1A),
+    fig("cgwb-umount", "global", None, "umount.elapsed", "max", "ms", 96.8, E1A),
+    fig("cgwb-umount", "per_sb", None, "umount.elapsed", "p50", "ms", 7.9, E1A),
+    fig("cgwb-umount", "per_sb", None, "umount.elapsed", "p95", "ms", 10.0, E1A),
+    fig("cgwb-umount", "per_sb", None, "umount.elapsed", "p99", "ms", 10.0, E1A),
+    fig("cgwb-umount", "per_sb", None, "umount.elapsed", "max", "ms", 10.1, E1A),
+    fig("lazy-umount", "sync", None, "umount.elapsed", "mean", "s", 0.02455, E3T),
+    fig("lazy-umount", "sync", None, "umount_lazy.elapsed", "mean", "s", 0.02555, E3T),
+    fig("lazy-umount", "deferred", None, "umount.elapsed", "mean", "s", 0.026311, E3T),
+    fig("lazy-umount", "deferred", None, "umount_lazy.elapsed", "mean", "s", 0.003194, E3T),
+    fig("parallel-writeback", "ino_mod", Some(("nr_wb_ctx", "1")), "write.bw", "mean", "MiB/s", 16.4, E4T),
+    fig("parallel-writeback", "ino_mod", Some(("nr_wb_ctx", "2")), "write.bw", "mean", "MiB/s", 32.3, E4T),
+    fig("parallel-writeback", "ino_mod", Some(("nr_wb_ctx", "3")), "write.bw", "mean", "MiB/s", 39.0, E4T),
+    fig("parallel-writeback", "ino_mod", Some(("nr_wb_ctx", "4")), "write.bw", "mean", "MiB/s", 47.3, E4T),
+    fig("dontcache", "inline", None, "fio.seq-write-dontcache.write_bw", "mean", "MB/s", 298.0, E5T),
+    fig("dontcache", "kick", None, "fio.seq-write-dontcache.write_bw", "mean", "MB/s", 897.0, E5T),
+    fig("dontcache", "inline", None, "fio.rand-write-dontcache.write_bw", "mean", "MB/s", 131.0, E5T),
+    fig("dontcache", "kick", None, "fio.rand-write-dontcache.write_bw", "mean", "MB/s", 236.0, E5T),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::metrics::unit_factor;
 
     #[test]
     fn lookup_by_id_and_code() {
@@ -81,5 +224,35 @@ mod tests {
         let mut ids: Vec<_> = EXPERIMENTS.iter().map(|e| e.id).collect();
         ids.dedup();
         assert_eq!(ids.len(), 5);
+    }
+
+    #[test]
+    fn published_figures_name_known_experiments_sides_and_units() {
+        for p in PUBLISHED {
+            let e = find(p.experiment).unwrap_or_else(|| panic!("{p:?}"));
+            assert!(e.sides().contains(&p.variant), "{p:?}");
+            assert!(
+                unit_factor(p.unit, "ns")
+                    .or(unit_factor(p.unit, "bytes/s"))
+                    .is_some(),
+                "{p:?}"
+            );
+            assert!(
+                ["p50", "p95", "p99", "max", "mean"].contains(&p.stat),
+                "{p:?}"
+            );
+        }
+        assert_eq!(find("E1").unwrap().sides(), ["global", "per_sb"]);
+        assert_eq!(find("E4").unwrap().published().count(), 4);
+    }
+
+    #[test]
+    fn built_in_scenarios_parse() {
+        for e in EXPERIMENTS {
+            if let Some(r) = e.load_scenario() {
+                let s = r.unwrap_or_else(|err| panic!("{}: {err}", e.id));
+                assert_eq!(s.name, e.id, "scenario name must be the experiment id");
+            }
+        }
     }
 }

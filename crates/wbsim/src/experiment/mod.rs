@@ -3,6 +3,7 @@
 
 pub mod catalog;
 pub mod metrics;
+pub mod report;
 pub mod results;
 pub mod runner;
 pub mod scenario;

@@ -1,0 +1,57 @@
+//! The runs `wbsim reproduce` makes: every variant x sweep point x
+//! repetition of each selected scenario, seed = scenario seed + repetition
+//! index, in a fixed order (scenario, variant in file order, sweep point,
+//! repetition).
+//!
+//! Leaves out running them (reproduce.rs) and the shortened durations of
+//! `--quick` (the runner applies those).
+
+use crate::experiment::scenario::{ResolvedVariant, Scenario};
+
+/// One run to make.
+#[derive(Clone, Debug)]
+pub struct Planned<'s> {
+    /// Its scenario.
+    pub scenario: &'s Scenario,
+    /// The variant, or why it could not be resolved.
+    pub variant: Result<ResolvedVariant, String>,
+    /// The variant label (`name[key=value]` at a sweep point).
+    pub label: String,
+    /// Seed.
+    pub seed: u64,
+}
+
+/// Repetitions of `s`: `[scenario] repeat`, or `quick_repeat` with `--quick`.
+pub fn repetitions(s: &Scenario, quick: bool) -> u32 {
+    if quick {
+        s.quick_repeat.max(1)
+    } else {
+        s.repeat.max(1)
+    }
+}
+
+/// Every run of `scenarios`, in order.
+pub fn plan(scenarios: &[Scenario], quick: bool) -> Vec<Planned<'_>> {
+    let mut out = Vec::new();
+    for s in scenarios {
+        for name in s.variant_names() {
+            for point in s.sweep_points() {
+                let variant = s.resolve(name, point).map_err(|e| e.to_string());
+                let label = match (&variant, point) {
+                    (Ok(v), _) => v.label.clone(),
+                    (Err(_), Some(i)) => format!("{name}[point {i}]"),
+                    (Err(_), None) => name.to_string(),
+                };
+                for rep in 0..repetitions(s, quick) {
+                    out.push(Planned {
+                        scenario: s,
+                        variant: variant.clone(),
+                        label: label.clone(),
+                        seed: s.seed.wrapping_add(u64::from(rep)),
+                    });
+                }
+            }
+        }
+    }
+    out
+}

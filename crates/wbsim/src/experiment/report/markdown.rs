@@ -1,0 +1,91 @@
+//! report.md: the summary table, then per experiment its setup, the
+//! simulated results, published and live figures beside them, and the
+//! failed runs.
+//!
+//! GitHub-flavoured Markdown; each experiment has an `<a id="ID">` anchor.
+//! Leaves out plots (index.html has them).
+
+use super::format::md;
+use super::group::ExperimentGroup;
+use super::setup;
+use super::tables::{self, Table};
+
+fn table(t: &Table) -> String {
+    if t.rows.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("| {} |\n", t.headings.join(" | "));
+    out.push_str(&format!("|{}\n", "---|".repeat(t.headings.len())));
+    for r in &t.rows {
+        let cells: Vec<String> = r.iter().map(|c| md(c)).collect();
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    out.push('\n');
+    out
+}
+
+fn section(g: &ExperimentGroup<'_>, live: &[ExperimentGroup<'_>]) -> String {
+    let title = match g.experiment {
+        Some(e) => format!("{} {}: {}", e.code, e.id, e.title),
+        None => g.id.clone(),
+    };
+    let mut out = format!("<a id=\"{}\"></a>\n\n## {}\n\n", g.id, md(&title));
+    for (k, v) in setup::lines(g) {
+        out.push_str(&format!("- **{k}**: {}\n", md(&v)));
+    }
+    out.push('\n');
+    if let Some(p) = setup::pending(g) {
+        out.push_str(&format!("_{p}_\n\n"));
+    }
+    let sim = tables::simulated(g);
+    if !sim.rows.is_empty() {
+        out.push_str("### Simulated results\n\n");
+        out.push_str(&table(&sim));
+    }
+    let live_g = setup::live_for(g, live);
+    let published = tables::published(g, live_g);
+    if !published.rows.is_empty() {
+        out.push_str("### Published vs simulated\n\n");
+        out.push_str(&table(&published));
+    }
+    if let Some(l) = live_g {
+        out.push_str("### Live probe vs simulated\n\n");
+        out.push_str(&table(&tables::live(g, l)));
+    }
+    let failed = tables::failed(g);
+    if !failed.is_empty() {
+        out.push_str("### Failed runs\n\n");
+        for (label, seed, err) in failed {
+            out.push_str(&format!(
+                "- **FAILED** `{}` seed {seed}: {}\n",
+                md(&label),
+                md(&err)
+            ));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The whole report.md.
+pub fn render(
+    groups: &[ExperimentGroup<'_>],
+    live: &[ExperimentGroup<'_>],
+    files: usize,
+) -> String {
+    let mut out = String::from("# wbsim report\n\n");
+    out.push_str(&setup::preamble(groups, files));
+    out.push_str("\n\n");
+    out.push_str(&super::summary::markdown(groups));
+    out.push('\n');
+    for g in groups {
+        out.push_str(&section(g, live));
+    }
+    for l in setup::unmatched_live(groups, live) {
+        out.push_str(&format!(
+            "_Live results of scenario `{}` match no experiment._\n\n",
+            md(&l.id)
+        ));
+    }
+    out
+}
