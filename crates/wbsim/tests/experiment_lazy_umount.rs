@@ -13,7 +13,11 @@ fn scenario(name: &str) -> Scenario {
 fn run(s: &Scenario, variant: &str) -> Results {
     let v = s.variant(variant).unwrap_or_else(|e| panic!("{e}"));
     let r = run_one(s, &v, s.seed, &RunOptions { quick: true }).unwrap_or_else(|e| panic!("{e}"));
-    assert!(r.invariants.violations.is_empty(), "{:?}", r.invariants.violations);
+    assert!(
+        r.invariants.violations.is_empty(),
+        "{:?}",
+        r.invariants.violations
+    );
     r
 }
 
@@ -30,11 +34,20 @@ fn rt_sync_umount_costs_one_normal_grace_period_and_deferred_lazy_is_much_faster
     // One RT normal grace period (~21 ms) plus umount(8) start (~3 ms).
     let u = mean(&sync, "umount.elapsed");
     assert!((18.0..32.0).contains(&u), "sync umount {u} ms");
-    let (sl, dl) = (mean(&sync, "umount_lazy.elapsed"), mean(&deferred, "umount_lazy.elapsed"));
-    assert!(sl > 4.0 * dl, "deferred lazy umount {dl} ms not several times faster than sync {sl} ms");
+    let (sl, dl) = (
+        mean(&sync, "umount_lazy.elapsed"),
+        mean(&deferred, "umount_lazy.elapsed"),
+    );
+    assert!(
+        sl > 4.0 * dl,
+        "deferred lazy umount {dl} ms not several times faster than sync {sl} ms"
+    );
     // Non-lazy umount is unchanged by the switch.
     let du = mean(&deferred, "umount.elapsed");
-    assert!((du - u).abs() / u < 0.05, "non-lazy umount changed: {u} -> {du} ms");
+    assert!(
+        (du - u).abs() / u < 0.05,
+        "non-lazy umount changed: {u} -> {du} ms"
+    );
 }
 
 #[test]
@@ -42,7 +55,11 @@ fn device_reuse_right_after_lazy_umount_gets_ebusy_only_when_deferred() {
     let s = scenario("lazy-umount");
     let sync = run(&s, "sync");
     let deferred = run(&s, "deferred");
-    assert_eq!(sync.stat("reuse_device.EBUSY", "value"), None, "sync variant got EBUSY");
+    assert_eq!(
+        sync.stat("reuse_device.EBUSY", "value"),
+        None,
+        "sync variant got EBUSY"
+    );
     let n = deferred.stat("reuse_device.EBUSY", "value").unwrap_or(0.0);
     assert!(n >= 1.0, "deferred variant: no EBUSY on reuse ({n})");
 }
@@ -59,7 +76,10 @@ fn non_rt_umounts_tmpfs_fast_and_dirty_data_costs_its_write_time() {
     let floor = 64.0 * 1048576.0 / 800e6 * 1e3;
     for fs in ["xfs", "btrfs"] {
         let t = mean(&r, &format!("umount.{fs}.dirty.umount.call"));
-        assert!(t >= floor, "{fs} umount with 64 MiB dirty took {t} ms < {floor} ms");
+        assert!(
+            t >= floor,
+            "{fs} umount with 64 MiB dirty took {t} ms < {floor} ms"
+        );
         let c = mean(&r, &format!("umount.{fs}.clean.umount.call"));
         assert!(c < t, "{fs}: clean {c} ms not faster than dirty {t} ms");
     }
