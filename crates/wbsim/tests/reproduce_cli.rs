@@ -87,7 +87,7 @@ fn reproduce_a_scenario_file_then_regenerate_the_report() {
     let dir = fx::tmp_dir("reproduce-scenario");
     std::fs::write(
         dir.join("t.toml"),
-        "[scenario]\nname = \"t\"\nduration = \"100ms\"\nrepeat = 3\n\n\
+        "[scenario]\nname = \"t\"\nduration = \"100ms\"\nrepeat = 3\nquick_repeat = 2\n\n\
          [machine]\ncpus = 2\nmemory = \"256m\"\n\n\
          [variants.sync]\ndetach_release = \"sync\"\n\
          [variants.deferred]\ndetach_release = \"deferred\"\n",
@@ -108,7 +108,7 @@ fn reproduce_a_scenario_file_then_regenerate_the_report() {
     let o = wbsim(&args, &dir);
     let out = dir.join("out");
     let (ok, failed) = check_outputs(&out, &o);
-    // 2 variants x min(3, 2) quick repetitions.
+    // 2 variants x quick_repeat (2) repetitions.
     assert_eq!(ok + failed, 4, "{}", text(&o));
     for v in ["sync", "deferred"] {
         for seed in [1, 2] {
