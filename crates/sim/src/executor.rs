@@ -890,6 +890,57 @@ mod tests {
         assert!(t[0].line().contains("writeback_start: bdi 8:0"));
     }
 
+    /// Tasks with random sleeps from named substreams, same-instant ties,
+    /// callbacks, spawns and cancellations: one seed gives the same trace twice,
+    /// another seed another trace.
+    fn traced_run(seed: u64) -> Vec<TraceEvent> {
+        use rand::Rng;
+        let sim = Sim::new(seed);
+        sim.set_trace(TraceSink::Memory(Vec::new()));
+        let mut victims = Vec::new();
+        for i in 0..8 {
+            let s = sim.clone();
+            let mut rng = sim.rng(&format!("task{i}"));
+            let h = sim.spawn(format!("t{i}"), async move {
+                for round in 0..20 {
+                    // Coarse delays so that many events tie on the same instant.
+                    s.sleep(rng.random_range(1..5) * 10).await;
+                    s.trace("tick", || format!("i={i} round={round}"));
+                    if round % 7 == 0 {
+                        let s2 = s.clone();
+                        s.schedule_in(5, move || s2.trace("callback", || format!("from={i}")));
+                        let s3 = s.clone();
+                        s.spawn(format!("child{i}.{round}"), async move {
+                            s3.sleep(15).await;
+                            s3.trace("child", String::new);
+                        })
+                        .await;
+                    }
+                }
+            });
+            if i % 3 == 2 {
+                victims.push(h);
+            }
+        }
+        let s = sim.clone();
+        sim.schedule_at(200, move || {
+            for v in &victims {
+                v.cancel(&s);
+            }
+        });
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        sim.take_trace()
+    }
+
+    #[test]
+    fn same_seed_gives_identical_trace() {
+        let a = traced_run(5);
+        assert!(a.len() > 100, "{} events", a.len());
+        assert!(a.windows(2).all(|w| w[0].time <= w[1].time));
+        assert_eq!(a, traced_run(5));
+        assert_ne!(a, traced_run(6));
+    }
+
     #[test]
     fn self_cancel_takes_effect_after_poll() {
         let sim = Sim::new(1);
