@@ -3,31 +3,58 @@
 //! instant fire in the order they were scheduled: deterministic tie-breaking.
 //!
 //! Why 4-ary and not `std::collections::BinaryHeap`: popping is the engine's
-//! hottest path, and its cost is mostly unpredictable branches, one per level.
-//! A 4-ary heap has half the levels, and picking the least of four children is
-//! done on a single `u128` key ((time << 64) | seq), which compiles to
-//! conditional moves rather than branches. Pop moves the hole to the bottom
-//! first and then sifts the last entry up (Floyd's method), which saves a
+//! hottest path, and its cost is mostly a chain of dependent loads and
+//! unpredictable branches, one per level. A 4-ary heap has half the levels, and
+//! picking the least of four children is done on a single `u128` key, which
+//! compiles to conditional moves rather than branches. Pop moves the hole to the
+//! bottom first and then sifts the last entry up (Floyd's method), which saves a
 //! comparison per level since that entry almost always belongs near the bottom.
+//!
+//! An entry is 16 bytes: the time, and one word holding a 32-bit sequence
+//! number above the 32-bit index of the timer's slot (the executor never reuses
+//! a slot while an entry names it, so no generation is needed here). Four
+//! children then span 64 bytes instead of 96. The key `(time << 64) | word`
+//! orders by time, then sequence; sequence numbers are unique among pending
+//! entries, so the slot index never decides. When the 32-bit counter runs out
+//! (every 4 billion events) the pending entries are renumbered in order, which
+//! keeps their relative order and so the tie-breaking.
 
-use crate::slab::Key;
 use crate::Time;
 
 /// Children per node.
 const D: usize = 4;
 
+/// Sequence numbers run from 0 to this (exclusive) before a renumbering.
+#[cfg(not(test))]
+const SEQ_LIMIT: u64 = 1 << 32;
+/// Small in tests, so that renumbering is exercised.
+#[cfg(test)]
+const SEQ_LIMIT: u64 = 1 << 15;
+
 #[derive(Clone, Copy)]
 pub(crate) struct Entry {
-    pub time: Time,
-    pub seq: u64,
-    pub timer: Key,
+    time: Time,
+    /// `seq << 32 | slot index`.
+    word: u64,
 }
 
 impl Entry {
     /// The ordering key: time, then scheduling order.
     #[inline(always)]
     fn key(&self) -> u128 {
-        (u128::from(self.time) << 64) | u128::from(self.seq)
+        (u128::from(self.time) << 64) | u128::from(self.word)
+    }
+
+    /// Due time, ns.
+    #[inline(always)]
+    pub fn time(&self) -> Time {
+        self.time
+    }
+
+    /// Index of the timer slot this entry fires.
+    #[inline(always)]
+    pub fn slot(&self) -> u32 {
+        self.word as u32
     }
 }
 
@@ -44,17 +71,43 @@ impl EventQueue {
         }
     }
 
-    pub fn push(&mut self, time: Time, timer: Key) {
+    /// Adds an event for timer slot `slot`, due at `time`.
+    #[inline]
+    pub fn push(&mut self, time: Time, slot: u32) {
+        if self.next_seq == SEQ_LIMIT {
+            self.renumber();
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let e = Entry { time, seq, timer };
+        let e = Entry {
+            time,
+            word: (seq << 32) | u64::from(slot),
+        };
         self.heap.push(e);
         self.sift_up(self.heap.len() - 1, e);
     }
 
+    /// Gives the pending entries sequence numbers 0.. in their current order
+    /// (a sorted array is a valid heap).
+    #[cold]
+    fn renumber(&mut self) {
+        self.heap.sort_unstable_by_key(Entry::key);
+        for (i, e) in self.heap.iter_mut().enumerate() {
+            e.word = ((i as u64) << 32) | (e.word & 0xffff_ffff);
+        }
+        self.next_seq = self.heap.len() as u64;
+        assert!(self.next_seq < SEQ_LIMIT, "more than 2^32 pending events");
+    }
+
+    /// Removes and returns the earliest event if it is due at or before
+    /// `limit`; otherwise returns its time (`None` when empty).
     #[inline]
-    pub fn peek_time(&self) -> Option<Time> {
-        self.heap.first().map(|e| e.time)
+    pub fn pop_until(&mut self, limit: Time) -> Result<Entry, Option<Time>> {
+        match self.heap.first() {
+            None => Err(None),
+            Some(e) if e.time > limit => Err(Some(e.time)),
+            Some(_) => Ok(self.pop().expect("not empty")),
+        }
     }
 
     pub fn pop(&mut self) -> Option<Entry> {
@@ -123,8 +176,8 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
-    fn k(i: u32) -> Key {
-        Key { idx: i, gen: 0 }
+    fn k(i: u32) -> u32 {
+        i
     }
 
     #[test]
@@ -134,7 +187,7 @@ mod tests {
         q.push(5, k(1));
         q.push(10, k(2));
         q.push(5, k(3));
-        let order: Vec<u32> = std::iter::from_fn(|| q.pop().map(|e| e.timer.idx)).collect();
+        let order: Vec<u32> = std::iter::from_fn(|| q.pop().map(|e| e.slot())).collect();
         assert_eq!(order, vec![1, 3, 0, 2]);
     }
 
@@ -159,7 +212,7 @@ mod tests {
             }
             if !grow || rng.random_bool(0.5) {
                 let want = reference.pop_first();
-                let got = q.pop().map(|e| (e.time, e.timer.idx));
+                let got = q.pop().map(|e| (e.time(), e.slot()));
                 assert_eq!(got, want, "round {round}");
                 if let Some((t, _)) = got {
                     now = t;
@@ -168,5 +221,31 @@ mod tests {
             }
         }
         assert!(pushed > 20_000);
+    }
+
+    /// The classic hold model (pop one, push one later) for several times
+    /// `SEQ_LIMIT` events, with ties: renumbering keeps the order exact.
+    #[test]
+    fn order_survives_sequence_renumbering() {
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(9);
+        let mut q = EventQueue::new();
+        let mut reference = std::collections::BTreeSet::new(); // (time, push order)
+        let mut pushed = 0u32;
+        for _ in 0..500 {
+            let t = rng.random_range(0..20);
+            q.push(t, pushed);
+            reference.insert((t, pushed));
+            pushed += 1;
+        }
+        for _ in 0..4 * SEQ_LIMIT {
+            let want = reference.pop_first().unwrap();
+            let got = q.pop().map(|e| (e.time(), e.slot())).unwrap();
+            assert_eq!(got, want);
+            let t = got.0 + rng.random_range(0..20);
+            q.push(t, pushed);
+            reference.insert((t, pushed));
+            pushed += 1;
+        }
+        assert!(u64::from(pushed) > 4 * SEQ_LIMIT);
     }
 }
