@@ -18,6 +18,8 @@
 //! entries, so the slot index never decides. When the 32-bit counter runs out
 //! (every 4 billion events) the pending entries are renumbered in order, which
 //! keeps their relative order and so the tie-breaking.
+//!
+//! A pop only marks the root as taken; the next push replaces it in one pass.
 
 use crate::Time;
 
@@ -61,6 +63,11 @@ impl Entry {
 pub(crate) struct EventQueue {
     heap: Vec<Entry>,
     next_seq: u64,
+    /// The root was handed out by `pop_until` but is still in `heap`: the next
+    /// push replaces it (one pass down and a short one up, instead of a pop and
+    /// a push), and anything else removes it first. An event that schedules one
+    /// event, the commonest case, thus costs one heap pass.
+    top_taken: bool,
 }
 
 impl EventQueue {
@@ -68,6 +75,7 @@ impl EventQueue {
         EventQueue {
             heap: Vec::with_capacity(1024),
             next_seq: 0,
+            top_taken: false,
         }
     }
 
@@ -83,14 +91,21 @@ impl EventQueue {
             time,
             word: (seq << 32) | u64::from(slot),
         };
-        self.heap.push(e);
-        self.sift_up(self.heap.len() - 1, e);
+        if self.top_taken {
+            self.top_taken = false;
+            let hole = self.descend();
+            self.sift_up(hole, e);
+        } else {
+            self.heap.push(e);
+            self.sift_up(self.heap.len() - 1, e);
+        }
     }
 
     /// Gives the pending entries sequence numbers 0.. in their current order
     /// (a sorted array is a valid heap).
     #[cold]
     fn renumber(&mut self) {
+        self.settle();
         self.heap.sort_unstable_by_key(Entry::key);
         for (i, e) in self.heap.iter_mut().enumerate() {
             e.word = ((i as u64) << 32) | (e.word & 0xffff_ffff);
@@ -99,24 +114,44 @@ impl EventQueue {
         assert!(self.next_seq < SEQ_LIMIT, "more than 2^32 pending events");
     }
 
+    /// Removes a root already handed out.
+    #[inline]
+    fn settle(&mut self) {
+        if self.top_taken {
+            self.top_taken = false;
+            let last = self.heap.pop().expect("a taken top is in the heap");
+            if !self.heap.is_empty() {
+                let hole = self.descend();
+                self.sift_up(hole, last);
+            }
+        }
+    }
+
     /// Removes and returns the earliest event if it is due at or before
     /// `limit`; otherwise returns its time (`None` when empty).
     #[inline]
     pub fn pop_until(&mut self, limit: Time) -> Result<Entry, Option<Time>> {
+        self.settle();
         match self.heap.first() {
             None => Err(None),
             Some(e) if e.time > limit => Err(Some(e.time)),
-            Some(_) => Ok(self.pop().expect("not empty")),
+            Some(&e) => {
+                self.top_taken = true;
+                Ok(e)
+            }
         }
     }
 
+    /// Removes and returns the earliest event.
+    #[cfg(test)]
     pub fn pop(&mut self) -> Option<Entry> {
-        let last = self.heap.pop()?;
-        if self.heap.is_empty() {
-            return Some(last);
-        }
-        let top = self.heap[0];
-        // Move the hole from the root to a leaf, always following the least child.
+        self.pop_until(Time::MAX).ok()
+    }
+
+    /// Moves the hole at the root down to a leaf, always following the least
+    /// child (the root's entry is overwritten); returns the hole's position.
+    #[inline]
+    fn descend(&mut self) -> usize {
         let h = &mut self.heap[..];
         let n = h.len();
         let mut hole = 0;
@@ -141,12 +176,9 @@ impl EventQueue {
                 h[hole] = h[best];
                 hole = best;
             } else {
-                break;
+                return hole;
             }
         }
-        // Put the old last entry in the hole and let it rise to its place.
-        self.sift_up(hole, last);
-        Some(top)
     }
 
     /// Places `e` at `pos` or above, moving greater ancestors down.
@@ -167,7 +199,7 @@ impl EventQueue {
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.heap.len() - usize::from(self.top_taken)
     }
 }
 
