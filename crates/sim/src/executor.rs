@@ -18,6 +18,7 @@ use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use crate::queue::EventQueue;
 use crate::rng::{make_rng, SimRng};
 use crate::slab::{Key, Slab};
+use crate::smallfn::SmallFn;
 use crate::trace::{TraceEvent, TraceSink};
 use crate::Time;
 
@@ -47,7 +48,7 @@ pub struct TimerId(Key);
 
 enum TimerKind {
     Wake(Waker),
-    Call(Box<dyn FnOnce()>),
+    Call(SmallFn),
 }
 
 /// What a task's waker points at: the task's id, its queued flag and the ready
@@ -114,7 +115,12 @@ struct Inner {
     seed: u64,
     now: Cell<Time>,
     queue: RefCell<EventQueue>,
-    timers: RefCell<Slab<TimerKind>>,
+    /// Timer payloads by slot. A slot stays taken until its queue entry pops,
+    /// even when cancelled (then it holds `None`), so a queue entry never
+    /// names a reused slot.
+    timers: RefCell<Slab<Option<TimerKind>>>,
+    /// Timers pending and not cancelled.
+    live_timers: Cell<usize>,
     tasks: RefCell<Slab<Task>>,
     ready: Rc<RefCell<VecDeque<Rc<WakeHandle>>>>,
     current: Cell<Option<TaskId>>,
@@ -188,6 +194,7 @@ impl Sim {
             now: Cell::new(0),
             queue: RefCell::new(EventQueue::new()),
             timers: RefCell::new(Slab::new()),
+            live_timers: Cell::new(0),
             tasks: RefCell::new(Slab::new()),
             ready: Rc::new(RefCell::new(VecDeque::new())),
             current: Cell::new(None),
@@ -225,9 +232,9 @@ impl Sim {
         self.0.polls.get()
     }
 
-    /// Timers still pending (including cancelled ones not yet popped).
+    /// Timers still pending (not fired, not cancelled).
     pub fn pending_timers(&self) -> usize {
-        self.0.timers.borrow().len()
+        self.0.live_timers.get()
     }
 
     /// Live tasks.
@@ -367,7 +374,7 @@ impl Sim {
 
     /// Calls `f` at time `at` (or now, if `at` is in the past).
     pub fn schedule_at(&self, at: Time, f: impl FnOnce() + 'static) -> TimerId {
-        self.add_timer(at, TimerKind::Call(Box::new(f)))
+        self.add_timer(at, TimerKind::Call(SmallFn::new(f)))
     }
 
     /// Calls `f` after `delay` ns.
@@ -382,15 +389,27 @@ impl Sim {
 
     fn add_timer(&self, at: Time, kind: TimerKind) -> TimerId {
         let at = at.max(self.now());
-        let key = self.0.timers.borrow_mut().insert(kind);
-        self.0.queue.borrow_mut().push(at, key);
+        let key = self.0.timers.borrow_mut().insert(Some(kind));
+        self.0.queue.borrow_mut().push(at, key.idx);
+        self.0.live_timers.set(self.0.live_timers.get() + 1);
         TimerId(key)
     }
 
     /// Cancels a pending timer. Returns whether it was still pending.
     pub fn cancel_timer(&self, id: TimerId) -> bool {
-        let t = self.0.timers.borrow_mut().remove(id.0);
-        t.is_some()
+        let t = self
+            .0
+            .timers
+            .borrow_mut()
+            .get_mut(id.0)
+            .and_then(Option::take);
+        let pending = t.is_some();
+        if pending {
+            self.0.live_timers.set(self.0.live_timers.get() - 1);
+        }
+        // The payload (a waker or a closure) is dropped outside the borrow.
+        drop(t);
+        pending
     }
 
     /// A future that completes `delay` ns from now.
@@ -500,24 +519,26 @@ impl Sim {
             if !cond() {
                 return Ok(RunOutcome::Condition);
             }
-            let next = self.0.queue.borrow().peek_time();
-            let Some(t) = next else {
-                return self.finish();
+            let next = self.0.queue.borrow_mut().pop_until(limit);
+            let e = match next {
+                Ok(e) => e,
+                Err(None) => return self.finish(),
+                Err(Some(_)) => {
+                    // Never backwards (a limit already passed leaves `now`).
+                    self.0.now.set(limit.max(self.now()));
+                    return Ok(RunOutcome::TimeLimit);
+                }
             };
-            if t > limit {
-                self.0.now.set(limit);
-                return Ok(RunOutcome::TimeLimit);
-            }
-            let e = self.0.queue.borrow_mut().pop().expect("peeked");
-            let kind = self.0.timers.borrow_mut().remove(e.timer);
-            let Some(kind) = kind else {
+            let kind = self.0.timers.borrow_mut().remove_at(e.slot());
+            let Some(Some(kind)) = kind else {
                 continue; // cancelled
             };
-            self.0.now.set(e.time);
+            self.0.live_timers.set(self.0.live_timers.get() - 1);
+            self.0.now.set(e.time());
             self.0.events.set(self.0.events.get() + 1);
             match kind {
                 TimerKind::Wake(w) => w.wake(),
-                TimerKind::Call(f) => f(),
+                TimerKind::Call(f) => f.call(),
             }
         }
     }
@@ -888,6 +909,57 @@ mod tests {
         assert_eq!(t[0].time, 1500);
         assert_eq!(t[0].task, "flush-8:0");
         assert!(t[0].line().contains("writeback_start: bdi 8:0"));
+    }
+
+    /// Tasks with random sleeps from named substreams, same-instant ties,
+    /// callbacks, spawns and cancellations: one seed gives the same trace twice,
+    /// another seed another trace.
+    fn traced_run(seed: u64) -> Vec<TraceEvent> {
+        use rand::Rng;
+        let sim = Sim::new(seed);
+        sim.set_trace(TraceSink::Memory(Vec::new()));
+        let mut victims = Vec::new();
+        for i in 0..8 {
+            let s = sim.clone();
+            let mut rng = sim.rng(&format!("task{i}"));
+            let h = sim.spawn(format!("t{i}"), async move {
+                for round in 0..20 {
+                    // Coarse delays so that many events tie on the same instant.
+                    s.sleep(rng.random_range(1..5) * 10).await;
+                    s.trace("tick", || format!("i={i} round={round}"));
+                    if round % 7 == 0 {
+                        let s2 = s.clone();
+                        s.schedule_in(5, move || s2.trace("callback", || format!("from={i}")));
+                        let s3 = s.clone();
+                        s.spawn(format!("child{i}.{round}"), async move {
+                            s3.sleep(15).await;
+                            s3.trace("child", String::new);
+                        })
+                        .await;
+                    }
+                }
+            });
+            if i % 3 == 2 {
+                victims.push(h);
+            }
+        }
+        let s = sim.clone();
+        sim.schedule_at(200, move || {
+            for v in &victims {
+                v.cancel(&s);
+            }
+        });
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        sim.take_trace()
+    }
+
+    #[test]
+    fn same_seed_gives_identical_trace() {
+        let a = traced_run(5);
+        assert!(a.len() > 100, "{} events", a.len());
+        assert!(a.windows(2).all(|w| w[0].time <= w[1].time));
+        assert_eq!(a, traced_run(5));
+        assert_ne!(a, traced_run(6));
     }
 
     #[test]

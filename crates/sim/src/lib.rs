@@ -26,6 +26,7 @@ mod executor;
 mod queue;
 mod rng;
 mod slab;
+mod smallfn;
 mod time;
 mod trace;
 
