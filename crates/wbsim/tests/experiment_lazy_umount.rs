@@ -12,7 +12,16 @@ fn scenario(name: &str) -> Scenario {
 
 fn run(s: &Scenario, variant: &str) -> Results {
     let v = s.variant(variant).unwrap_or_else(|e| panic!("{e}"));
-    let r = run_one(s, &v, s.seed, &RunOptions { quick: true }).unwrap_or_else(|e| panic!("{e}"));
+    let r = run_one(
+        s,
+        &v,
+        s.seed,
+        &RunOptions {
+            quick: true,
+            ..RunOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert!(
         r.invariants.violations.is_empty(),
         "{:?}",

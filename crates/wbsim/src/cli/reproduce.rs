@@ -163,7 +163,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .num_threads(jobs)
         .build()
         .context("cannot start the thread pool")?;
-    let opts = RunOptions { quick: args.quick };
+    let opts = RunOptions {
+        quick: args.quick,
+        ..RunOptions::default()
+    };
     let progress = Progress::new(planned.len());
     let outcomes: Vec<Result<(), String>> = pool.install(|| {
         planned

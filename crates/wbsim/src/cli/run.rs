@@ -1,6 +1,7 @@
 //! `wbsim run SCENARIO`: run a scenario's variants (or the ones named), print
 //! a readable summary per run, and write one results JSON per run.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args as ClapArgs;
@@ -26,6 +27,9 @@ pub struct Args {
     /// The scenario's shortened form (`quick_duration`, `quick_repeat`).
     #[arg(long)]
     pub quick: bool,
+    /// Repetitions per variant (default: the scenario's `repeat`).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: Option<u32>,
 }
 
 /// The file name of one run's results.
@@ -60,7 +64,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             );
         }
     }
-    let opts = RunOptions { quick: a.quick };
+    let opts = RunOptions {
+        quick: a.quick,
+        repeat: a.repeat,
+    };
     let mut runs = plan(&sc, &opts)?;
     if !a.variants.is_empty() {
         runs.retain(|(v, _)| a.variants.contains(&v.name));
@@ -71,11 +78,28 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             *seed = s + (*seed - base);
         }
     }
-    let single_file = runs.len() == 1
-        && a.out
-            .as_ref()
-            .is_some_and(|p| p.extension().is_some_and(|e| e == "json"));
+    let json_out = a
+        .out
+        .as_ref()
+        .is_some_and(|p| p.extension().is_some_and(|e| e == "json"));
+    if json_out && runs.len() != 1 {
+        anyhow::bail!(
+            "--out {}: a .json file holds one run, and this is {} runs (variants x repeat); \
+             give a directory, or --variant NAME --repeat 1",
+            a.out
+                .as_deref()
+                .map_or(String::new(), |p| p.display().to_string()),
+            runs.len()
+        );
+    }
+    let single_file = json_out;
     let dir = if single_file {
+        if let Some(parent) = a.out.as_deref().and_then(Path::parent) {
+            if !parent.as_os_str().is_empty() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| anyhow::anyhow!("--out {}: {e}", parent.display()))?;
+            }
+        }
         None
     } else {
         let d = a.out.clone().unwrap_or_else(|| PathBuf::from("results"));
@@ -93,7 +117,12 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                     (None, None) => PathBuf::from(results_file_name(&r)),
                 };
                 r.save(&path)?;
-                print_summary(&r, &path);
+                if let Err(e) = print_summary(&mut std::io::stdout().lock(), &r, &path) {
+                    // `wbsim run ... | head`: stop printing, keep running.
+                    if e.kind() != std::io::ErrorKind::BrokenPipe {
+                        return Err(e.into());
+                    }
+                }
                 if !r.invariants.violations.is_empty() {
                     failed += 1;
                 }
@@ -109,15 +138,16 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
 
 /// Prints one run's results: its metrics (histograms with mean and
 /// percentiles, scalars with their value) and the invariant check.
-pub fn print_summary(r: &Results, path: &Path) {
-    println!(
+pub fn print_summary(out: &mut impl Write, r: &Results, path: &Path) -> std::io::Result<()> {
+    writeln!(
+        out,
         "== {} [{}] seed {}  ({:.1}s wall)  -> {}",
         r.scenario,
         r.variant,
         r.seed,
         r.host.wall_time_s,
         path.display()
-    );
+    )?;
     let w = r
         .metrics
         .keys()
@@ -125,14 +155,16 @@ pub fn print_summary(r: &Results, path: &Path) {
         .max()
         .unwrap_or(10)
         .min(48);
-    println!(
-        "  {:<w$} {:>12} {:>12} {:>12} {:>12} {:>12}  unit",
-        "metric", "mean|value", "p50", "p99", "p99.9", "max"
-    );
+    writeln!(
+        out,
+        "  {:<w$} {:>12} {:>7} {:>12} {:>12} {:>12} {:>12}  unit",
+        "metric", "mean|value", "+-sd%", "p50", "p99", "p99.9", "max"
+    )?;
     for (name, m) in &r.metrics {
         let f = |s: &str| m.stat(s).map_or("-".to_string(), fmt_num);
         if m.stat("value").is_some() {
-            println!(
+            writeln!(
+                out,
                 "  {name:<w$} {:>12} {:>12} {:>12} {:>12} {:>12}  {}",
                 f("value"),
                 "",
@@ -140,29 +172,38 @@ pub fn print_summary(r: &Results, path: &Path) {
                 "",
                 "",
                 m.unit()
-            );
+            )?;
         } else {
-            println!(
-                "  {name:<w$} {:>12} {:>12} {:>12} {:>12} {:>12}  {} (n={})",
+            let sd = match (m.stat("stddev"), m.stat("mean")) {
+                (Some(sd), Some(mean)) if mean != 0.0 && sd.is_finite() => {
+                    format!("{:.1}%", 100.0 * sd / mean.abs())
+                }
+                _ => "-".to_string(),
+            };
+            writeln!(
+                out,
+                "  {name:<w$} {:>12} {:>7} {:>12} {:>12} {:>12} {:>12}  {} (n={})",
                 f("mean"),
+                sd,
                 f("p50"),
                 f("p99"),
                 f("p99.9"),
                 f("max"),
                 m.unit(),
                 f("count")
-            );
+            )?;
         }
     }
     let inv = &r.invariants;
     if inv.violations.is_empty() {
-        println!("  invariants: {} checks, no violation", inv.checked);
+        writeln!(out, "  invariants: {} checks, no violation", inv.checked)?;
     } else {
-        println!("  invariants: {} VIOLATION(S):", inv.violations.len());
+        writeln!(out, "  invariants: {} VIOLATION(S):", inv.violations.len())?;
         for v in &inv.violations {
-            println!("    {v}");
+            writeln!(out, "    {v}")?;
         }
     }
+    Ok(())
 }
 
 /// A number with a sensible number of digits.

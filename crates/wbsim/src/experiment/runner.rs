@@ -31,6 +31,8 @@ pub struct RunOptions {
     /// `--quick`: the scenario's shortened form (`[scenario] quick_duration`,
     /// `quick_repeat`).
     pub quick: bool,
+    /// Repetitions per variant, overriding the scenario's (`--repeat`).
+    pub repeat: Option<u32>,
 }
 
 /// Why a run failed (a model deadlock, an invariant violation that stops the
@@ -50,10 +52,10 @@ pub fn plan(
     scenario: &Scenario,
     opts: &RunOptions,
 ) -> Result<Vec<(ResolvedVariant, u64)>, super::scenario::ScenarioError> {
-    let reps = if opts.quick {
-        scenario.quick_repeat
-    } else {
-        scenario.repeat
+    let reps = match (opts.repeat, opts.quick) {
+        (Some(n), _) => n,
+        (None, true) => scenario.quick_repeat,
+        (None, false) => scenario.repeat,
     };
     let mut out = Vec::new();
     for v in scenario.variant_names() {
