@@ -14,6 +14,7 @@ use std::rc::Rc;
 use super::world::World;
 use crate::experiment::scenario::{ActorConfig, Repeat, Step, StepOp};
 use crate::model::fs::read_write::{vfs_read, vfs_write, IoFlags};
+use crate::model::fs::super_::SuperBlock;
 use crate::model::fs::sync::{ksys_sync, sync_filesystem, vfs_fsync};
 use crate::model::fs::LocalBoxFuture;
 use crate::model::kernel::sched::CgroupId;
@@ -114,7 +115,10 @@ async fn run_step(
         StepOp::Umount { filesystem, lazy } => ops.umount(w, filesystem, *lazy).await,
         StepOp::ReuseDevice { filesystem } => ops.reuse_device(w, filesystem).await,
         StepOp::Sync => {
+            let dirtied = m.vm.borrow().nr_dirtied;
             ksys_sync(m).await;
+            let sbs: Vec<_> = m.supers.borrow().values().cloned().collect();
+            check_synced(w, "sync(2)", &sbs, dirtied);
             Ok(())
         }
         StepOp::Syncfs { filesystem } => {
@@ -122,7 +126,9 @@ async fn run_step(
                 .fs(filesystem)
                 .and_then(|f| f.sb.borrow().clone())
                 .ok_or_else(|| format!("syncfs: '{filesystem}' is not mounted"))?;
+            let dirtied = m.vm.borrow().nr_dirtied;
             sync_filesystem(m, &sb).await;
+            check_synced(w, "syncfs(2)", std::slice::from_ref(&sb), dirtied);
             Ok(())
         }
         StepOp::Fsync { file } => {
@@ -249,6 +255,28 @@ async fn run_step(
         w.end_requested.set(true);
     }
     Ok(())
+}
+
+/// Invariant: when nothing was dirtied while a sync ran (NR_DIRTIED did not
+/// move), every page of the synced superblocks is clean and no writeback is
+/// in flight when it returns: all dirty data was persisted.
+fn check_synced(w: &World, what: &str, sbs: &[Rc<SuperBlock>], dirtied_before: u64) {
+    let m = &w.m;
+    if m.vm.borrow().nr_dirtied != dirtied_before {
+        return;
+    }
+    for sb in sbs.iter().filter(|s| s.bdi.can_writeback && s.active()) {
+        let (dirty, wb) = sb.inodes.borrow().values().fold((0, 0), |(d, b), i| {
+            let map = i.mapping.borrow();
+            (d + map.nr_dirty(), b + map.nr_writeback())
+        });
+        if dirty + wb > 0 {
+            m.violation(format!(
+                "persisted after sync: {what} returned with {dirty} dirty and {wb} writeback pages on {} though nothing was dirtied meanwhile",
+                sb.name
+            ));
+        }
+    }
 }
 
 /// The step's operation name (`umount`, `reuse_device`...), for counters.
