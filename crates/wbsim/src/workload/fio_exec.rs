@@ -192,7 +192,7 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
             Ok(f) => files.push(f),
             Err(e) => {
                 w.error(format!("fio job '{}': {e}", job.name));
-                finish_stats(w, stats_id, Some("ENOENT"));
+                finish_stats(w, stats_id, Some("ENOENT"), w.m.now());
                 return;
             }
         }
@@ -203,7 +203,7 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
             "fio job '{}' ({}:{}): no file or no size",
             job.name, job.origin, job.section_line
         ));
-        finish_stats(w, stats_id, Some("EINVAL"));
+        finish_stats(w, stats_id, Some("EINVAL"), w.m.now());
         return;
     }
     let now = sim.now();
@@ -257,6 +257,9 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
     for h in handles {
         h.await;
     }
+    // The job's I/O time ends with its last write; the closing fsync is
+    // reported in `sync` (fio's `end_fsync` latency), not in the bandwidth.
+    let io_done = sim.now();
     if job.end_fsync || job.fsync_on_close {
         let files = st.borrow().files.clone();
         for f in &files {
@@ -266,11 +269,10 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
         }
     }
     let failed = st.borrow().failed;
-    finish_stats(w, stats_id, failed.then_some("EOPNOTSUPP"));
+    finish_stats(w, stats_id, failed.then_some("EOPNOTSUPP"), io_done);
 }
 
-fn finish_stats(w: &World, stats_id: usize, error: Option<&str>) {
-    let now = w.m.now();
+fn finish_stats(w: &World, stats_id: usize, error: Option<&str>, now: Time) {
     let mut jobs = w.jobs.borrow_mut();
     let s = &mut jobs[stats_id];
     s.running = s.running.saturating_sub(1);
