@@ -1,6 +1,8 @@
 //! The command line: `wbsim reproduce | run | check | ...`. Each subcommand is a
 //! thin layer over the experiment layer.
 
+pub mod compare;
+pub mod probe;
 pub mod reproduce;
 
 use clap::{Parser, Subcommand};
@@ -17,11 +19,17 @@ pub struct Cli {
 pub enum Command {
     /// Run every built-in experiment (every variant) and write the report.
     Reproduce(reproduce::Args),
+    /// Run an experiment on the live kernel (Linux, root): umount, dontcache, buffered-write.
+    Probe(probe::Args),
+    /// Compare two results files metric by metric (B/A ratios, >2x flagged).
+    Compare(compare::Args),
 }
 
 /// Runs the CLI; returns the process exit code.
 pub fn main_with(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Reproduce(a) => reproduce::run(a),
+        Command::Probe(a) => probe::run(a),
+        Command::Compare(a) => compare::run(a),
     }
 }
