@@ -10,7 +10,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args as ClapArgs;
 
 use crate::experiment::metrics::{unit_factor, MetricSummary};
@@ -215,8 +214,9 @@ fn label(path: &std::path::Path, r: &Results) -> String {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let a = Results::load(&args.a).context("reading A")?;
-    let b = Results::load(&args.b).context("reading B")?;
+    // The error names the file; formatted here so its cause is not repeated.
+    let a = Results::load(&args.a).map_err(|e| anyhow::anyhow!("reading A: {e}"))?;
+    let b = Results::load(&args.b).map_err(|e| anyhow::anyhow!("reading B: {e}"))?;
     let c = compare(&a, &b, args.threshold);
     print!("{}", render(&c, &label(&args.a, &a), &label(&args.b, &b)));
     Ok(0)

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use super::guard::Guard;
 use super::sys;
 use crate::experiment::results::{Live, ModelParams};
 use crate::experiment::scenario;
@@ -46,23 +47,61 @@ fn kernel_config() -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The preemption model and where it was read: `/sys/kernel/debug/sched/preempt`
-/// (the word in parentheses), else the kernel config, else `uname -v`.
-fn preemption(version: &str, config: &BTreeMap<String, String>) -> (String, bool) {
-    let rt = version.contains("PREEMPT_RT") || config.contains_key("CONFIG_PREEMPT_RT");
+/// `sched/preempt` of debugfs: from `/sys/kernel/debug` if mounted, else
+/// from a private debugfs mount under the guard's directory (unmounted
+/// again at once).
+fn debugfs_preempt(guard: &Guard) -> Option<String> {
     if let Ok(s) = std::fs::read_to_string("/sys/kernel/debug/sched/preempt") {
+        return Some(s);
+    }
+    let mnt = guard.unique("debugfs");
+    std::fs::create_dir(&mnt).ok()?;
+    let s = {
+        let _op = guard.op().ok()?;
+        sys::run(
+            "mount",
+            &[
+                "-t".as_ref(),
+                "debugfs".as_ref(),
+                "nodev".as_ref(),
+                mnt.as_os_str(),
+            ],
+        )
+        .ok()?;
+        let s = std::fs::read_to_string(mnt.join("sched/preempt")).ok();
+        let _ = sys::umount2(&mnt, 0);
+        s
+    };
+    let _ = std::fs::remove_dir(&mnt);
+    s
+}
+
+/// The preemption model and where it was read: debugfs `sched/preempt`
+/// (the word in parentheses), else the kernel config, else `uname -v`.
+fn preemption(guard: &Guard, version: &str, config: &BTreeMap<String, String>) -> (String, bool) {
+    let rt = version.contains("PREEMPT_RT") || config.contains_key("CONFIG_PREEMPT_RT");
+    if let Some(s) = debugfs_preempt(guard) {
         if let Some(a) = s.find('(') {
             if let Some(b) = s[a..].find(')') {
                 let cur = &s[a + 1..a + b];
-                return (
-                    format!("{cur} (/sys/kernel/debug/sched/preempt: {})", s.trim()),
-                    rt,
-                );
+                return (format!("{cur} (debugfs sched/preempt: {})", s.trim()), rt);
             }
         }
     }
     if rt {
         return ("rt (PREEMPT_RT kernel)".into(), true);
+    }
+    // The boot-time choice of a PREEMPT_DYNAMIC kernel, from the kernel log.
+    if let Ok(log) = sys::run::<&str>("dmesg", &[]) {
+        if let Some(mode) = log
+            .lines()
+            .find_map(|l| l.split_once("Dynamic Preempt: ").map(|(_, m)| m.trim()))
+        {
+            return (
+                format!("{mode} (PREEMPT_DYNAMIC; boot log 'Dynamic Preempt: {mode}')"),
+                false,
+            );
+        }
     }
     let dynamic = version.contains("PREEMPT_DYNAMIC");
     let built = ["NONE", "VOLUNTARY", "PREEMPT", "LAZY"]
@@ -129,11 +168,12 @@ pub struct MachineInfo {
 }
 
 impl MachineInfo {
-    /// Collects the description; `tmp_dir` is the probe's directory.
-    pub fn collect(tmp_dir: &Path) -> MachineInfo {
+    /// Collects the description of the machine the guard's directory is on.
+    pub fn collect(guard: &Guard) -> MachineInfo {
+        let tmp_dir = guard.dir();
         let (release, version, arch) = uname();
         let config = kernel_config();
-        let (preempt, preempt_rt) = preemption(&version, &config);
+        let (preempt, preempt_rt) = preemption(guard, &version, &config);
         let hz = config.get("CONFIG_HZ").and_then(|v| v.parse().ok());
         let cpus = std::thread::available_parallelism()
             .map(|n| n.get() as u32)

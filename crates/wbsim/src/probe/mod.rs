@@ -172,7 +172,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Results> {
         opts.experiment.name(),
         guard.dir().display()
     ));
-    let info = machine::MachineInfo::collect(guard.dir());
+    let info = machine::MachineInfo::collect(&guard);
     let mut ctx = Ctx {
         guard: &guard,
         opts,
