@@ -10,7 +10,9 @@
 //! timed as `call` (the `umount2(2)` call, in-process) and `cmd` (spawning
 //! `umount [-l] MNT` until it exits: process start included, as `perf stat
 //! -- umount` in E3). Every timed umount is of a fresh mount on a fresh
-//! mount point with fresh file names. After each block-filesystem umount
+//! mount point with fresh file names (files of earlier rounds are removed
+//! and synced right after the mount, before anything is timed, so the
+//! image does not fill up). After each block-filesystem umount
 //! the probe waits for the loop device to be free (`O_EXCL` open) and
 //! records how long that took after the umount returned.
 //!
@@ -128,6 +130,18 @@ fn time_one(
         None => loopdev::mount_tmpfs(ctx.guard, TMPFS_BYTES)?,
         Some(d) => d.mount(ctx.guard, fs)?,
     };
+    // Free the space of earlier rounds' files (not timed), synced, so the
+    // image does not fill up; the timed state is then only what follows.
+    let mut removed = false;
+    for e in std::fs::read_dir(&mnt)?.flatten() {
+        if e.file_name().to_string_lossy().starts_with("dirty-") {
+            std::fs::remove_file(e.path())?;
+            removed = true;
+        }
+    }
+    if removed {
+        sys::run("sync", &["-f".as_ref(), mnt.as_os_str()])?;
+    }
     if state == "dirty" {
         // A new name every time (never reuse a file name when timing umount).
         let name = format!(
