@@ -210,6 +210,9 @@ impl MachineInfo {
             "rcupdate.rcu_normal_after_boot".into(),
             rcu_normal_after_boot.to_string(),
         );
+        if let Ok(l) = sys::read_trim(Path::new("/proc/loadavg")) {
+            settings.insert("loadavg at start (/proc/loadavg)".into(), l);
+        }
         let process_start = process_start();
         if let Some(p) = process_start {
             settings.insert(

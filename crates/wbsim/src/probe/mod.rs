@@ -26,8 +26,8 @@
 //!   `umount.busy.lazy.call`, `umount.busy.teardown_after_close` (ms from
 //!   the holder's exit being reaped to the device being free),
 //!   `umount.busy.teardown_after_kill` (ms from SIGKILL to free) and
-//!   `umount.busy.device_busy_after_lazy` (count of runs in which the device
-//!   was still busy right after the lazy umount returned).
+//!   `umount.busy.device_busy_after_lazy` (fraction of rounds in which the
+//!   device was still claimed right after the lazy umount returned).
 //! - per job `<job>`: `fio.<job>.write_bw` (MiB/s, write calls only, like
 //!   fio without `end_fsync`), `fio.<job>.clat` (us per write call),
 //!   `fio.<job>.end_fsync` (ms), `fio.<job>.peak_dirty`,
@@ -198,6 +198,10 @@ pub fn run(opts: &Options) -> anyhow::Result<Results> {
     live.experiment = opts.experiment.name().to_string();
     live.command = opts.command.clone();
     live.settings.extend(ctx.settings);
+    if let Ok(l) = sys::read_trim(std::path::Path::new("/proc/loadavg")) {
+        live.settings
+            .insert("loadavg at end (/proc/loadavg)".into(), l);
+    }
     live.notes = ctx.notes;
     let conflicts = ctx.metrics.conflicts();
     if !conflicts.is_empty() {

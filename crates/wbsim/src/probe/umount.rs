@@ -103,10 +103,16 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
         if fs == Fs::Xfs {
             if let Some(d) = &dev {
                 progress(&format!("umount: busy lazy umount, {repeat} round(s)"));
+                let mut busy = 0u32;
                 for round in 0..repeat {
                     ctx.guard.check()?;
-                    busy_one(ctx, d, round)?;
+                    busy += u32::from(busy_one(ctx, d, round)?);
                 }
+                ctx.metrics.set(
+                    "umount.busy.device_busy_after_lazy",
+                    "fraction",
+                    f64::from(busy) / f64::from(repeat),
+                );
             }
         }
         if let Some(d) = dev {
@@ -215,8 +221,9 @@ fn time_one(
     Ok(())
 }
 
-/// Lazy umount of a mount a child process holds open.
-fn busy_one(ctx: &mut Ctx, d: &LoopDev, round: u32) -> anyhow::Result<()> {
+/// Lazy umount of a mount a child process holds open; returns whether the
+/// device was still claimed right after the lazy umount returned.
+fn busy_one(ctx: &mut Ctx, d: &LoopDev, round: u32) -> anyhow::Result<bool> {
     let mnt = d.mount(ctx.guard, Fs::Xfs)?;
     let file = loopdev::write_file(&mnt, &format!("busy-{round}"), 1 << 20)?;
     let mut child = spawn_holder(&file)?;
@@ -225,9 +232,9 @@ fn busy_one(ctx: &mut Ctx, d: &LoopDev, round: u32) -> anyhow::Result<()> {
     let _ = child.kill();
     let _ = child.wait();
     ctx.guard.remove_child(child.id());
-    r?;
+    let busy = r?;
     std::fs::remove_dir(&mnt).with_context(|| format!("rmdir {}", mnt.display()))?;
-    Ok(())
+    Ok(busy)
 }
 
 fn spawn_holder(file: &Path) -> anyhow::Result<std::process::Child> {
@@ -246,7 +253,7 @@ fn busy_measure(
     d: &LoopDev,
     mnt: &Path,
     child: &mut std::process::Child,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<bool> {
     let call = {
         let _op = ctx.guard.op()?;
         d.verify(ctx.guard)?;
@@ -258,11 +265,6 @@ fn busy_measure(
     ctx.metrics
         .record_as("umount.busy.lazy.call", "ns", "ms", ns(call));
     let busy = !sys::device_is_free(&d.dev);
-    ctx.metrics.add(
-        "umount.busy.device_busy_after_lazy",
-        "count",
-        u64::from(busy),
-    );
     // Hold it a little, as a real holder would, then let it go.
     std::thread::sleep(Duration::from_millis(20));
     let killed = Instant::now();
@@ -284,7 +286,7 @@ fn busy_measure(
                 "ms",
                 ns(free.saturating_duration_since(killed)),
             );
-            Ok(())
+            Ok(busy)
         }
         None => bail!(
             "{} still busy {} s after the holder exited",
