@@ -3,6 +3,8 @@
 
 pub mod check;
 pub mod report;
+pub mod compare;
+pub mod probe;
 pub mod reproduce;
 pub mod run;
 
@@ -26,6 +28,10 @@ pub enum Command {
     Check(check::Args),
     /// Regenerate report.md and index.html from results files.
     Report(report::Args),
+    /// Run an experiment on the live kernel (Linux, root): umount, dontcache, buffered-write.
+    Probe(probe::Args),
+    /// Compare two results files metric by metric (B/A ratios, >2x flagged).
+    Compare(compare::Args),
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -35,6 +41,8 @@ pub fn main_with(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(a) => run::run(a),
         Command::Check(a) => check::run(a),
         Command::Report(a) => report::run(a),
+        Command::Probe(a) => probe::run(a),
+        Command::Compare(a) => compare::run(a),
     }
 }
 

@@ -10,8 +10,12 @@
 //!   "series": { NAME: [[t_ns, v], ...] },          (omitted when empty)
 //!   "jobs": [ fio-shaped job objects ],
 //!   "invariants": { "checked": n, "violations": [ ... ] },
-//!   "host": { "wall_time_s", "date", "version" } }
+//!   "host": { "wall_time_s", "date", "version" },
+//!   "live": { ... } }                              (probe results only)
 //! ```
+//! Results of `wbsim probe` (the live kernel) have the same shape: `model`
+//! describes the live machine as a scenario would, `variant` is `"live"`,
+//! `seed` 0, and `"live"` ([`Live`]) records what the kernel and host were.
 //! Determinism: every map is a BTreeMap or a struct (fixed key order),
 //! floats are written by serde_json (shortest round-trip form), non-finite
 //! floats as `null`. Everything outside `"host"` is byte-identical for the
@@ -87,6 +91,41 @@ pub struct Host {
     pub version: String,
 }
 
+/// The live machine a `wbsim probe` run measured (absent in model results).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Live {
+    /// The probe experiment (`umount`, `dontcache`, `buffered-write`).
+    pub experiment: String,
+    /// The command line that produced the results.
+    pub command: String,
+    /// `uname -r`.
+    pub kernel_release: String,
+    /// `uname -v` (build string, shows `PREEMPT_DYNAMIC`/`PREEMPT_RT`).
+    pub kernel_version: String,
+    /// `uname -m`.
+    pub arch: String,
+    /// Preemption model (`full`, `voluntary`, `none`, `rt`...) and where it was read.
+    pub preemption: String,
+    /// `CONFIG_HZ` if `/proc/config.gz` tells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hz: Option<u32>,
+    /// Online CPUs.
+    pub cpus: u32,
+    /// `/proc/cpuinfo` model name.
+    pub cpu_model: String,
+    /// `MemTotal`, bytes.
+    pub memory_bytes: u64,
+    /// The probe's temporary directory (where images live).
+    pub tmp_dir: String,
+    /// The device and filesystem type backing it (`/dev/vda (ext4)`).
+    pub tmp_device: String,
+    /// Settings in force or changed during the run (and restored), by name.
+    pub settings: BTreeMap<String, String>,
+    /// What the results mean and what was refused or left out.
+    pub notes: Vec<String>,
+}
+
 /// One run's results.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -112,6 +151,9 @@ pub struct Results {
     pub invariants: Invariants,
     /// Host facts (excluded from comparisons).
     pub host: Host,
+    /// The live machine, for `wbsim probe` results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<Live>,
 }
 
 /// One `[t_ns, value]` point (value `null` if not finite).
@@ -202,6 +244,36 @@ impl Results {
             jobs,
             invariants,
             host,
+            live: None,
+        }
+    }
+
+    /// Results of a live-kernel probe: `model` describes the live machine,
+    /// variant `"live"`, seed 0, no invariant checks.
+    pub fn from_probe(
+        scenario: &str,
+        model: ModelParams,
+        metrics: &Metrics,
+        jobs: Vec<serde_json::Value>,
+        host: Host,
+        live: Live,
+    ) -> Results {
+        Results {
+            schema: SCHEMA,
+            scenario: scenario.to_string(),
+            variant: "live".to_string(),
+            seed: 0,
+            model,
+            metrics: metrics.summaries(|_| true),
+            series: metrics
+                .series(|_| true)
+                .into_iter()
+                .map(|(k, v)| (k, v.into_iter().map(|(t, x)| SeriesPoint(t, x)).collect()))
+                .collect(),
+            jobs,
+            invariants: Invariants::default(),
+            host,
+            live: Some(live),
         }
     }
 

@@ -1,0 +1,106 @@
+//! `wbsim probe EXPERIMENT [--out FILE] [--repeat N] [--quick] [--tmpdir DIR]`:
+//! run an experiment on the live kernel (Linux, root) and write its results
+//! file (same format as the simulator's).
+
+use std::path::PathBuf;
+
+use clap::Args as ClapArgs;
+
+/// Experiments `wbsim probe` runs.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeExperiment {
+    /// umount / umount -l latency of tmpfs, xfs, btrfs (clean, dirty, busy).
+    Umount,
+    /// Buffered vs RWF_DONTCACHE writes on xfs, ext4, btrfs.
+    Dontcache,
+    /// 1, 2, 4, 8 sequential buffered writers on xfs, with writeback tracepoints.
+    BufferedWrite,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// The experiment.
+    #[arg(value_enum)]
+    pub experiment: ProbeExperiment,
+    /// Results file to write (default: probe-EXPERIMENT.json).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Repetitions of each measurement (default: 10 for umount, 1 otherwise).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: Option<u32>,
+    /// Small sizes and one repetition (tests, a first look).
+    #[arg(long)]
+    pub quick: bool,
+    /// Directory to create the probe's temporary directory in (default:
+    /// $TMPDIR, else /var/tmp). Must be on a disk, not tmpfs, for direct I/O.
+    #[arg(long, value_name = "DIR")]
+    pub tmpdir: Option<PathBuf>,
+}
+
+#[cfg(target_os = "linux")]
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    use crate::probe::{self, Experiment, Options};
+
+    let experiment = match args.experiment {
+        ProbeExperiment::Umount => Experiment::Umount,
+        ProbeExperiment::Dontcache => Experiment::Dontcache,
+        ProbeExperiment::BufferedWrite => Experiment::BufferedWrite,
+    };
+    if let Some(why) = probe::refusal() {
+        eprintln!("wbsim probe: refused: {why}");
+        return Ok(3);
+    }
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from(format!("probe-{}.json", experiment.name())));
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let opts = Options {
+        experiment,
+        repeat: args.repeat.unwrap_or(experiment.default_repeat()),
+        quick: args.quick,
+        tmpdir: args.tmpdir,
+        command,
+    };
+    let results = probe::run(&opts)?;
+    results.save(&out)?;
+    print_summary(&results);
+    println!("wrote {}", out.display());
+    Ok(0)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let _ = args;
+    eprintln!("wbsim probe: refused: wbsim probe runs on Linux only");
+    Ok(3)
+}
+
+/// One line per metric: p50 (histograms) or value (scalars).
+#[cfg(target_os = "linux")]
+fn print_summary(r: &crate::experiment::results::Results) {
+    use crate::experiment::metrics::MetricSummary;
+    if let Some(l) = &r.live {
+        println!(
+            "{} on Linux {} ({}), {} CPUs, {:.1} GiB",
+            r.scenario,
+            l.kernel_release,
+            l.preemption,
+            l.cpus,
+            l.memory_bytes as f64 / (1u64 << 30) as f64
+        );
+        for n in &l.notes {
+            println!("note: {n}");
+        }
+    }
+    for (name, m) in &r.metrics {
+        match m {
+            MetricSummary::Hist(h) => println!(
+                "{name:<48} p50 {:>10.3} p99 {:>10.3} {} (n={})",
+                h.p50, h.p99, h.unit, h.count
+            ),
+            MetricSummary::Scalar(s) => {
+                println!("{name:<48} {:>14.3} {}", s.value.as_f64(), s.unit)
+            }
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! Sparse images, loop devices, mkfs and mounts: the probe's filesystems.
+//!
+//! Not kernel code. Every image is a new sparse file under the guard's
+//! directory; it is attached with `losetup --find --show --direct-io=on`
+//! (the loop driver then submits direct I/O to the image, so the page cache
+//! of the image file does not double-cache the data). Before `mkfs`,
+//! `mount` or detaching, the loop device is checked to be one this probe
+//! attached to its own image (`/sys/block/loopN/loop/backing_file`);
+//! anything else is refused. Mount points are fresh directories, never
+//! reused.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use super::guard::{loop_backing_file, Guard};
+use super::sys;
+
+/// Filesystems the probe makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fs {
+    /// No device.
+    Tmpfs,
+    /// `mkfs.xfs`.
+    Xfs,
+    /// `mkfs.btrfs`.
+    Btrfs,
+    /// `mkfs.ext4`.
+    Ext4,
+}
+
+impl Fs {
+    /// The name used in metric names and `mount -t`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fs::Tmpfs => "tmpfs",
+            Fs::Xfs => "xfs",
+            Fs::Btrfs => "btrfs",
+            Fs::Ext4 => "ext4",
+        }
+    }
+
+    fn mkfs(self) -> Option<(&'static str, &'static [&'static str])> {
+        match self {
+            Fs::Tmpfs => None,
+            Fs::Xfs => Some(("mkfs.xfs", &["-f", "-q"])),
+            Fs::Btrfs => Some(("mkfs.btrfs", &["-f", "-q"])),
+            Fs::Ext4 => Some(("mkfs.ext4", &["-F", "-q"])),
+        }
+    }
+}
+
+/// A loop device attached by this probe to one of its images.
+#[derive(Debug)]
+pub struct LoopDev {
+    /// `/dev/loopN`.
+    pub dev: PathBuf,
+    /// `loopN`.
+    pub name: String,
+    /// The image.
+    pub image: PathBuf,
+    /// Whether the loop driver reports direct I/O on (`loop/dio`).
+    pub direct_io: bool,
+}
+
+impl LoopDev {
+    /// Creates a sparse image of `size` bytes and attaches a loop device to
+    /// it with direct I/O on.
+    pub fn create(guard: &Guard, what: &str, size: u64) -> anyhow::Result<LoopDev> {
+        let image = guard.unique(what).with_extension("img");
+        {
+            let f = std::fs::File::create_new(&image)
+                .with_context(|| format!("create {}", image.display()))?;
+            f.set_len(size)
+                .with_context(|| format!("truncate {}", image.display()))?;
+        }
+        let out = {
+            let _op = guard.op()?;
+            sys::run(
+                "losetup",
+                &[
+                    "--find".as_ref(),
+                    "--show".as_ref(),
+                    "--direct-io=on".as_ref(),
+                    image.as_os_str(),
+                ],
+            )?
+        };
+        let dev = PathBuf::from(out.trim());
+        let name = dev
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        let l = LoopDev {
+            dev,
+            name,
+            image,
+            direct_io: false,
+        };
+        l.verify(guard)?;
+        let direct_io = sys::read_trim(&PathBuf::from(format!("/sys/block/{}/loop/dio", l.name)))
+            .is_ok_and(|v| v == "1");
+        Ok(LoopDev { direct_io, ..l })
+    }
+
+    /// Checks that the device is still attached to this probe's image.
+    pub fn verify(&self, guard: &Guard) -> anyhow::Result<()> {
+        match loop_backing_file(&self.name) {
+            Some(b) if b == self.image && guard.owns(&b) => Ok(()),
+            other => bail!(
+                "refusing to use {}: backing file is {:?}, expected {} (this probe's own image)",
+                self.dev.display(),
+                other,
+                self.image.display()
+            ),
+        }
+    }
+
+    /// The bdi directory (`/sys/block/loopN/bdi`).
+    pub fn bdi_dir(&self) -> PathBuf {
+        PathBuf::from(format!("/sys/block/{}/bdi", self.name))
+    }
+
+    /// The bdi name (`7:N`), as writeback tracepoints print it.
+    pub fn bdi_name(&self) -> String {
+        std::fs::read_link(self.bdi_dir())
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_default()
+    }
+
+    /// `mkfs` for `fs` on the device (verified first).
+    pub fn mkfs(&self, guard: &Guard, fs: Fs) -> anyhow::Result<()> {
+        let Some((prog, args)) = fs.mkfs() else {
+            bail!("{} has no device to format", fs.name());
+        };
+        let _op = guard.op()?;
+        self.verify(guard)?;
+        let mut a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
+        a.push(self.dev.as_os_str());
+        sys::run(prog, &a)?;
+        Ok(())
+    }
+
+    /// Mounts the device as `fs` on a fresh mount point; returns it.
+    pub fn mount(&self, guard: &Guard, fs: Fs) -> anyhow::Result<PathBuf> {
+        let mnt = guard.unique(&format!("mnt-{}", fs.name()));
+        std::fs::create_dir(&mnt).with_context(|| format!("mkdir {}", mnt.display()))?;
+        let _op = guard.op()?;
+        self.verify(guard)?;
+        sys::run(
+            "mount",
+            &[
+                "-t".as_ref(),
+                fs.name().as_ref(),
+                self.dev.as_os_str(),
+                mnt.as_os_str(),
+            ],
+        )?;
+        Ok(mnt)
+    }
+
+    /// Waits until no filesystem holds the device (after an umount).
+    pub fn wait_free(&self, timeout: Duration) -> anyhow::Result<()> {
+        if sys::wait_device_free(&self.dev, timeout).is_none() {
+            bail!(
+                "{} still busy {} s after umount",
+                self.dev.display(),
+                timeout.as_secs()
+            );
+        }
+        Ok(())
+    }
+
+    /// Detaches the device (verified first) and removes the image.
+    pub fn detach(self, guard: &Guard) -> anyhow::Result<()> {
+        {
+            let _op = guard.op()?;
+            guard.detach_loop(&self.dev)?;
+        }
+        std::fs::remove_file(&self.image)
+            .with_context(|| format!("rm {}", self.image.display()))?;
+        Ok(())
+    }
+}
+
+/// Mounts a tmpfs of `size` bytes on a fresh mount point.
+pub fn mount_tmpfs(guard: &Guard, size: u64) -> anyhow::Result<PathBuf> {
+    let mnt = guard.unique("mnt-tmpfs");
+    std::fs::create_dir(&mnt).with_context(|| format!("mkdir {}", mnt.display()))?;
+    let _op = guard.op()?;
+    sys::run(
+        "mount",
+        &[
+            "-t".as_ref(),
+            "tmpfs".as_ref(),
+            "-o".as_ref(),
+            format!("size={size}").as_ref(),
+            "wbsim-probe".as_ref(),
+            mnt.as_os_str(),
+        ],
+    )?;
+    Ok(mnt)
+}
+
+/// Unmounts `mnt` (one of the probe's) and removes the mount point.
+pub fn umount(guard: &Guard, mnt: &Path) -> anyhow::Result<()> {
+    if !guard.owns(mnt) {
+        bail!("refusing to unmount {}: not the probe's", mnt.display());
+    }
+    let _op = guard.op()?;
+    sys::umount2(mnt, 0).with_context(|| format!("umount {}", mnt.display()))?;
+    std::fs::remove_dir(mnt).with_context(|| format!("rmdir {}", mnt.display()))?;
+    Ok(())
+}
+
+/// Writes `bytes` to a new file `name` in `dir` (1 MiB writes), without
+/// syncing. Returns the path.
+pub fn write_file(dir: &Path, name: &str, bytes: u64) -> anyhow::Result<PathBuf> {
+    use std::io::Write;
+    let p = dir.join(name);
+    let mut f = std::fs::File::create_new(&p).with_context(|| format!("create {}", p.display()))?;
+    let buf = fill_buffer(1 << 20, name.len() as u64);
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        f.write_all(&buf[..n])
+            .with_context(|| format!("write {}", p.display()))?;
+        left -= n as u64;
+    }
+    Ok(p)
+}
+
+/// A buffer of non-repeating bytes (xorshift), so no layer can shortcut
+/// zero or repeated pages.
+pub fn fill_buffer(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}

@@ -1,0 +1,350 @@
+//! The live-kernel probe: runs what this machine's kernel can run of the
+//! experiments, for real, and writes results in the simulator's own format
+//! (DESIGN.md "probe"; experiments.md "Live kernel").
+//!
+//! Not kernel code: a harness around the kernel. Linux and root only.
+//! Experiments ([`Experiment`]):
+//! - `umount` ([`umount`]): umount and umount -l of tmpfs, xfs and btrfs on
+//!   loop devices, clean and with 64 MiB unsynced; the `umount2(2)` call
+//!   timed in-process and the whole `umount(8)` command; a busy mount.
+//! - `dontcache` ([`dontcache`]): buffered vs `RWF_DONTCACHE` writes on xfs,
+//!   ext4 and btrfs.
+//! - `buffered-write` ([`buffered_write`]): 1, 2, 4, 8 sequential buffered
+//!   writers on xfs, dirty pages over time and writeback tracepoint counts.
+//!
+//! Safety ([`guard`]): only sparse images, loop devices and mounts of its
+//! own under its own temporary directory; verified before every mkfs, mount
+//! and detach; every setting it changes restored; cleanup on every exit path
+//! including SIGINT and SIGTERM. It never touches cgroups.
+//!
+//! Metric names (shared with the simulated scenarios so `wbsim compare`
+//! pairs them):
+//! - `umount.<fs>.<state>.<mode>.call` / `.cmd` (ms histograms) with
+//!   `<fs>` tmpfs|xfs|btrfs, `<state>` clean|dirty, `<mode>` umount|lazy;
+//!   `umount.<fs>.<state>.<mode>.device_free_after` (ms, block filesystems:
+//!   from the umount's return to the device being free);
+//!   `umount.busy.lazy.call`, `umount.busy.teardown_after_close` (ms from
+//!   the holder's exit being reaped to the device being free),
+//!   `umount.busy.teardown_after_kill` (ms from SIGKILL to free) and
+//!   `umount.busy.device_busy_after_lazy` (fraction of rounds in which the
+//!   device was still claimed right after the lazy umount returned).
+//! - per job `<job>`: `fio.<job>.write_bw` (MiB/s, write calls only, like
+//!   fio without `end_fsync`), `fio.<job>.clat` (us per write call),
+//!   `fio.<job>.end_fsync` (ms), `fio.<job>.peak_dirty`,
+//!   `fio.<job>.peak_cached` (MiB, machine-wide peaks of `/proc/meminfo`
+//!   during the job) and `fio.<job>.start_dirty`, `fio.<job>.start_cached`
+//!   (MiB, at its start: the growth is peak - start). dontcache jobs
+//!   `<fs>-<seq|rand>-<buffered|dontcache>`; a refused job has
+//!   `fio.<job>.errno` (e.g. 95, EOPNOTSUPP) and `error` in its fio entry.
+//!   buffered-write jobs `seq-w1`..`seq-w8` also have the series
+//!   `fio.<job>.dirty_pages` and `fio.<job>.writeback_pages` (pages, t in
+//!   ns from the job's start) and tracepoint counts
+//!   `fio.<job>.trace.<event>` (events; `trace.overrun` = lost).
+
+pub mod buffered_write;
+pub mod dontcache;
+pub mod guard;
+pub mod iogen;
+pub mod loopdev;
+pub mod machine;
+pub mod meminfo;
+pub mod sys;
+pub mod tracefs;
+pub mod umount;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::bail;
+use hdrhistogram::Histogram;
+
+use crate::experiment::metrics::Metrics;
+use crate::experiment::results::{Host, Results};
+use crate::workload::fio::output::{FioDdirStats, FioJobOutput, FioSyncStats};
+
+pub use guard::Guard;
+
+/// The probe experiments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Experiment {
+    /// umount / umount -l latency.
+    Umount,
+    /// buffered vs RWF_DONTCACHE.
+    Dontcache,
+    /// parallel buffered writers.
+    BufferedWrite,
+}
+
+impl Experiment {
+    /// Every experiment with its name.
+    pub const ALL: &'static [(&'static str, Experiment)] = &[
+        ("umount", Experiment::Umount),
+        ("dontcache", Experiment::Dontcache),
+        ("buffered-write", Experiment::BufferedWrite),
+    ];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::Umount => "umount",
+            Experiment::Dontcache => "dontcache",
+            Experiment::BufferedWrite => "buffered-write",
+        }
+    }
+
+    /// Repetitions when `--repeat` is not given.
+    pub fn default_repeat(self) -> u32 {
+        match self {
+            Experiment::Umount => 10,
+            _ => 1,
+        }
+    }
+}
+
+/// How to run a probe.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The experiment.
+    pub experiment: Experiment,
+    /// Repetitions of each measurement.
+    pub repeat: u32,
+    /// Small sizes and one repetition (tests, a first look).
+    pub quick: bool,
+    /// Where to make the temporary directory (default `$TMPDIR` or /var/tmp).
+    pub tmpdir: Option<PathBuf>,
+    /// The command line, recorded in the results.
+    pub command: String,
+}
+
+/// What an experiment fills.
+pub struct Ctx<'a> {
+    /// The guard (directory, cleanup, interruption).
+    pub guard: &'a Guard,
+    /// The options.
+    pub opts: &'a Options,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// fio-shaped job entries.
+    pub jobs: Vec<serde_json::Value>,
+    /// Notes for `live.notes`.
+    pub notes: Vec<String>,
+    /// Settings for `live.settings`.
+    pub settings: BTreeMap<String, String>,
+    /// `[[device]]`/`[[filesystem]]` scenario tables describing what ran.
+    pub scenario_tables: String,
+}
+
+/// Prints a progress line on stderr (`[probe] ...`).
+pub fn progress(msg: &str) {
+    eprintln!("[probe] {msg}");
+}
+
+/// Why this machine cannot run the probe, if it cannot.
+pub fn refusal() -> Option<String> {
+    if !cfg!(target_os = "linux") {
+        return Some("wbsim probe runs on Linux only".into());
+    }
+    if sys::euid() != 0 {
+        return Some(
+            "wbsim probe must run as root (it attaches loop devices, formats and mounts them)"
+                .into(),
+        );
+    }
+    if !std::path::Path::new("/dev/loop-control").exists() {
+        return Some("no loop devices on this machine (/dev/loop-control is missing)".into());
+    }
+    None
+}
+
+/// Runs one probe experiment; cleanup has run when it returns.
+pub fn run(opts: &Options) -> anyhow::Result<Results> {
+    if let Some(why) = refusal() {
+        bail!("{why}");
+    }
+    if opts.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    let t0 = Instant::now();
+    let guard = Guard::new(opts.tmpdir.as_deref())?;
+    progress(&format!(
+        "{}: working in {}",
+        opts.experiment.name(),
+        guard.dir().display()
+    ));
+    let info = machine::MachineInfo::collect(&guard);
+    let mut ctx = Ctx {
+        guard: &guard,
+        opts,
+        metrics: Metrics::new(),
+        jobs: Vec::new(),
+        notes: Vec::new(),
+        settings: BTreeMap::new(),
+        scenario_tables: String::new(),
+    };
+    match opts.experiment {
+        Experiment::Umount => umount::run(&mut ctx)?,
+        Experiment::Dontcache => dontcache::run(&mut ctx)?,
+        Experiment::BufferedWrite => buffered_write::run(&mut ctx)?,
+    }
+    let errs = guard.cleanup();
+    if !errs.is_empty() {
+        bail!("cleanup failed: {}", errs.join("; "));
+    }
+    guard.check()?;
+    let name = format!("probe-{}", opts.experiment.name());
+    let model = info.model_params(&name, &ctx.scenario_tables)?;
+    let mut live = info.live;
+    live.experiment = opts.experiment.name().to_string();
+    live.command = opts.command.clone();
+    live.settings.extend(ctx.settings);
+    if let Ok(l) = sys::read_trim(std::path::Path::new("/proc/loadavg")) {
+        live.settings
+            .insert("loadavg at end (/proc/loadavg)".into(), l);
+    }
+    live.notes = ctx.notes;
+    let conflicts = ctx.metrics.conflicts();
+    if !conflicts.is_empty() {
+        live.notes.push(format!(
+            "metric recording conflicts (a probe bug): {}",
+            conflicts.join("; ")
+        ));
+    }
+    let host = Host {
+        wall_time_s: t0.elapsed().as_secs_f64(),
+        date: date_utc(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    Ok(Results::from_probe(
+        &name,
+        model,
+        &ctx.metrics,
+        ctx.jobs,
+        host,
+        live,
+    ))
+}
+
+/// Now as RFC 3339 UTC (civil-from-days, no time crate needed).
+fn date_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Records one job as the `fio.<job>.*` metrics and a fio-shaped entry.
+/// `runs` holds each repetition's writers (one [`iogen::Outcome`] per
+/// writer thread) with the meminfo samples taken during it. Bandwidth is
+/// total bytes over the summed run times; peaks are over every run; the
+/// series (if `series`) are the first run's.
+pub fn record_job(
+    ctx: &mut Ctx,
+    job: &str,
+    runs: &[(Vec<iogen::Outcome>, Vec<meminfo::Sample>)],
+    series: bool,
+) {
+    let m = &mut ctx.metrics;
+    let mut hist = Histogram::<u64>::new(3).expect("3 significant digits is valid");
+    let mut fsync = Histogram::<u64>::new(3).expect("3 significant digits is valid");
+    let (mut bytes, mut ios, mut runtime_ns) = (0u64, 0u64, 0u64);
+    let mut errno = None;
+    for (outcomes, _) in runs {
+        for o in outcomes {
+            for &c in &o.clat_ns {
+                m.record_as(&format!("fio.{job}.clat"), "ns", "us", c);
+                let _ = hist.record(c);
+            }
+            bytes += o.bytes;
+            ios += o.ios;
+            if o.fsync_ns > 0 {
+                m.record_as(&format!("fio.{job}.end_fsync"), "ns", "ms", o.fsync_ns);
+                let _ = fsync.record(o.fsync_ns);
+            }
+            errno = errno.or(o.errno);
+        }
+        let start = outcomes.iter().filter_map(|o| o.start).min();
+        let end = outcomes.iter().filter_map(|o| o.end).max();
+        if let (Some(s), Some(e)) = (start, end) {
+            runtime_ns += u64::try_from((e - s).as_nanos()).unwrap_or(u64::MAX);
+        }
+    }
+    if let Some(e) = errno {
+        m.set(&format!("fio.{job}.errno"), "errno", f64::from(e));
+    }
+    if runtime_ns > 0 && bytes > 0 {
+        let bw = bytes as f64 / (runtime_ns as f64 / 1e9) / 1_048_576.0;
+        m.set(&format!("fio.{job}.write_bw"), "MiB/s", bw);
+    }
+    let kib_to_mib = |k: u64| k as f64 / 1024.0;
+    let all = || runs.iter().flat_map(|(_, s)| s.iter());
+    if let Some(first) = all().next() {
+        m.set(
+            &format!("fio.{job}.start_dirty"),
+            "MiB",
+            kib_to_mib(first.m.dirty_kib),
+        );
+        m.set(
+            &format!("fio.{job}.start_cached"),
+            "MiB",
+            kib_to_mib(first.m.cached_kib),
+        );
+        let pd = all().map(|s| s.m.dirty_kib).max().unwrap_or(0);
+        let pc = all().map(|s| s.m.cached_kib).max().unwrap_or(0);
+        m.set(&format!("fio.{job}.peak_dirty"), "MiB", kib_to_mib(pd));
+        m.set(&format!("fio.{job}.peak_cached"), "MiB", kib_to_mib(pc));
+    }
+    if let (true, Some((_, samples))) = (series, runs.first()) {
+        for s in samples {
+            m.sample(
+                &format!("fio.{job}.dirty_pages"),
+                "pages",
+                s.t_ns,
+                (s.m.dirty_kib / 4) as f64,
+            );
+            m.sample(
+                &format!("fio.{job}.writeback_pages"),
+                "pages",
+                s.t_ns,
+                (s.m.writeback_kib / 4) as f64,
+            );
+        }
+    }
+    let mut j = FioJobOutput::new(job, 0, runtime_ns);
+    j.error = errno.unwrap_or(0);
+    j.write = FioDdirStats::from_latencies(bytes, ios, runtime_ns, &hist, None);
+    if !fsync.is_empty() {
+        j.sync = FioSyncStats::from_histogram(&fsync);
+    }
+    if let Ok(v) = serde_json::to_value(j) {
+        ctx.jobs.push(v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn date_is_rfc3339() {
+        let d = super::date_utc();
+        assert_eq!(d.len(), 20, "{d}");
+        assert!(d.starts_with("20") && d.ends_with('Z'), "{d}");
+    }
+}

@@ -1,0 +1,264 @@
+//! A private tracefs instance counting writeback tracepoints.
+//!
+//! Not kernel code. The probe mounts tracefs on a directory of its own
+//! (`DIR/tracefs-N`, so the machine's `/sys/kernel/tracing` mount, if any,
+//! is left alone), creates `instances/wbsim-PID-N` (a separate ring buffer:
+//! other tracing users are not disturbed), enables the `writeback:` events
+//! asked for that exist on this kernel, filters those with a bdi field
+//! (`name` or `bdi`) to the probe's own loop device, and counts events per
+//! name by reading `trace_pipe` on a thread while a job runs. The instance
+//! is removed on [`Instance::close`] and, whatever happens, by the guard.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use super::guard::Guard;
+use super::sys;
+
+/// The writeback tracepoints the probe counts (those present are enabled).
+pub const EVENTS: &[&str] = &[
+    "writeback_start",
+    "writeback_written",
+    "writeback_queue",
+    "writeback_wake_background",
+    "writeback_single_inode",
+    "balance_dirty_pages",
+    "bdi_dirty_ratelimit",
+    "global_dirty_state",
+];
+
+/// An instance with its enabled events.
+pub struct Instance {
+    dir: PathBuf,
+    /// Events enabled, with whether they are filtered to the probe's bdi.
+    pub events: Vec<(String, bool)>,
+}
+
+/// A reader counting events while a job runs.
+pub struct Capture {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<BTreeMap<String, u64>>>,
+}
+
+/// Mounts a private tracefs under the guard's directory; returns its path.
+pub fn mount(guard: &Guard) -> anyhow::Result<PathBuf> {
+    let mnt = guard.unique("tracefs");
+    std::fs::create_dir(&mnt).with_context(|| format!("mkdir {}", mnt.display()))?;
+    let _op = guard.op()?;
+    sys::run(
+        "mount",
+        &[
+            "-t".as_ref(),
+            "tracefs".as_ref(),
+            "nodev".as_ref(),
+            mnt.as_os_str(),
+        ],
+    )
+    .context("mounting a private tracefs")?;
+    Ok(mnt)
+}
+
+impl Instance {
+    /// Creates `instances/wbsim-PID-N` under tracefs mount `root`, sets
+    /// its per-CPU buffer to `buffer_kib` and enables [`EVENTS`] (filtered
+    /// to `bdi` where the event has a bdi field).
+    pub fn create(
+        guard: &Guard,
+        root: &Path,
+        bdi: &str,
+        buffer_kib: u64,
+    ) -> anyhow::Result<Instance> {
+        let name = guard
+            .unique(&format!("wbsim-{}", std::process::id()))
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let dir = root.join("instances").join(&name);
+        {
+            let _op = guard.op()?;
+            std::fs::create_dir(&dir)
+                .with_context(|| format!("creating tracefs instance {}", dir.display()))?;
+            guard.add_instance(&dir);
+        }
+        let inst = Instance {
+            dir,
+            events: Vec::new(),
+        };
+        sys::write(&inst.dir.join("tracing_on"), "0")?;
+        sys::write(&inst.dir.join("buffer_size_kb"), &buffer_kib.to_string())?;
+        let mut events = Vec::new();
+        for ev in EVENTS {
+            let edir = inst.dir.join("events/writeback").join(ev);
+            if !edir.is_dir() {
+                continue;
+            }
+            let format = std::fs::read_to_string(edir.join("format")).unwrap_or_default();
+            let field = if format.contains(" name[") {
+                Some("name")
+            } else if format.contains(" bdi[") {
+                Some("bdi")
+            } else {
+                None
+            };
+            let filtered = match field {
+                Some(f) if !bdi.is_empty() => {
+                    sys::write(&edir.join("filter"), &format!("{f} == \"{bdi}\"")).is_ok()
+                }
+                _ => false,
+            };
+            sys::write(&edir.join("enable"), "1")?;
+            events.push((ev.to_string(), filtered));
+        }
+        if events.is_empty() {
+            bail!("no writeback tracepoints found in {}", inst.dir.display());
+        }
+        Ok(Instance { events, ..inst })
+    }
+
+    /// Clears the buffer and starts counting (tracing on).
+    pub fn start(&self) -> anyhow::Result<Capture> {
+        sys::write(&self.dir.join("trace"), "")?;
+        let pipe = self.dir.join("trace_pipe");
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&pipe)
+            .with_context(|| format!("open {}", pipe.display()))?;
+        sys::write(&self.dir.join("tracing_on"), "1")?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("probe-trace".into())
+            .spawn(move || {
+                let mut counts = BTreeMap::new();
+                let mut buf = vec![0u8; 1 << 16];
+                let mut partial = Vec::new();
+                loop {
+                    match f.read(&mut buf) {
+                        Ok(0) => std::thread::sleep(Duration::from_millis(10)),
+                        Ok(n) => {
+                            partial.extend_from_slice(&buf[..n]);
+                            count_lines(&mut partial, &mut counts);
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            if s2.load(Ordering::SeqCst) {
+                                break;
+                            }
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+                counts
+            })
+            .context("starting the trace reader")?;
+        Ok(Capture {
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    /// Stops tracing, drains the pipe and returns counts per event (every
+    /// enabled event present, 0 if none), plus `overrun` (events lost).
+    pub fn finish(&self, mut cap: Capture) -> anyhow::Result<BTreeMap<String, u64>> {
+        sys::write(&self.dir.join("tracing_on"), "0")?;
+        cap.stop.store(true, Ordering::SeqCst);
+        let mut counts = cap
+            .handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        for (ev, _) in &self.events {
+            counts.entry(ev.clone()).or_insert(0);
+        }
+        counts.insert("overrun".into(), self.overrun());
+        Ok(counts)
+    }
+
+    /// Events lost to a full ring buffer since the last clear.
+    fn overrun(&self) -> u64 {
+        let Ok(rd) = std::fs::read_dir(self.dir.join("per_cpu")) else {
+            return 0;
+        };
+        rd.filter_map(|e| e.ok())
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stats")).ok())
+            .flat_map(|s| {
+                s.lines()
+                    .filter_map(|l| l.strip_prefix("overrun:"))
+                    .filter_map(|v| v.trim().parse::<u64>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .sum()
+    }
+
+    /// Removes the instance.
+    pub fn close(self, guard: &Guard) -> anyhow::Result<()> {
+        let _ = sys::write(&self.dir.join("tracing_on"), "0");
+        std::fs::remove_dir(&self.dir)
+            .with_context(|| format!("removing tracefs instance {}", self.dir.display()))?;
+        guard.remove_instance(&self.dir);
+        Ok(())
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Counts the complete lines in `buf` by event name, keeping a trailing
+/// partial line. A line looks like
+/// `  kworker/u8:2-123   [001] .....  12.345678: writeback_start: bdi 7:0: ...`.
+fn count_lines(buf: &mut Vec<u8>, counts: &mut BTreeMap<String, u64>) {
+    let Some(last_nl) = buf.iter().rposition(|&b| b == b'\n') else {
+        return;
+    };
+    let rest = buf.split_off(last_nl + 1);
+    for line in String::from_utf8_lossy(buf).lines() {
+        if let Some(ev) = event_name(line) {
+            *counts.entry(ev.to_string()).or_insert(0) += 1;
+        }
+    }
+    *buf = rest;
+}
+
+/// The event name of one trace line.
+fn event_name(line: &str) -> Option<&str> {
+    let after_cpu = &line[line.find("] ")? + 2..];
+    // Skip the flags and timestamp: the first ": " ends the timestamp.
+    let after_ts = &after_cpu[after_cpu.find(": ")? + 2..];
+    let end = after_ts.find(':')?;
+    let name = &after_ts[..end];
+    (!name.is_empty() && !name.contains(' ')).then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_events_across_partial_reads() {
+        let mut counts = BTreeMap::new();
+        let mut buf = b"  kworker/u8:2-123   [001] ..... 12.345678: writeback_start: bdi 7:0: sb_dev 0:0\n  dd-9 [000] d.... 12.3: balance_dirty_pages: bdi 7:0: limit=1\n  dd-9 [000] d.... 12.4: balance_dir".to_vec();
+        count_lines(&mut buf, &mut counts);
+        assert_eq!(counts.get("writeback_start"), Some(&1));
+        assert_eq!(counts.get("balance_dirty_pages"), Some(&1));
+        buf.extend_from_slice(b"ty_pages: bdi 7:0: limit=2\n");
+        count_lines(&mut buf, &mut counts);
+        assert_eq!(counts.get("balance_dirty_pages"), Some(&2));
+        assert!(buf.is_empty());
+    }
+}

@@ -1,0 +1,176 @@
+//! `wbsim probe --quick` runs each experiment on the live kernel, writes a
+//! results file with the agreed metric names, and leaves nothing behind;
+//! it refuses clearly when not root. Skips (with the reason printed) when
+//! not root or without loop devices.
+
+mod probe_common;
+
+use std::process::Command;
+
+use probe_common::*;
+use wbsim::experiment::results::Results;
+
+fn run_quick(name: &str, experiment: &str) -> Option<Results> {
+    if skip(name) {
+        return None;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = Scratch::new(name);
+    let work = scratch.0.join("probe");
+    std::fs::create_dir(&work).expect("mkdir");
+    let out_file = scratch.0.join("out.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_wbsim"))
+        .args(["probe", experiment, "--quick", "--tmpdir"])
+        .arg(&work)
+        .arg("--out")
+        .arg(&out_file)
+        .spawn()
+        .expect("start wbsim probe");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{name}: wbsim probe {experiment} failed"
+    );
+    assert_nothing_left(&work, pid);
+    let r = Results::load(&out_file).expect("results file loads");
+    Some(r)
+}
+
+#[test]
+fn umount_quick() {
+    let Some(r) = run_quick("probe_umount", "umount") else {
+        return;
+    };
+    assert_eq!(r.variant, "live");
+    let live = r.live.as_ref().expect("live section");
+    assert!(!live.kernel_release.is_empty());
+    assert!(live.cpus >= 1 && live.memory_bytes > 0);
+    for fs in ["tmpfs", "xfs", "btrfs"] {
+        for state in ["clean", "dirty"] {
+            for mode in ["umount", "lazy"] {
+                for kind in ["call", "cmd"] {
+                    let n = format!("umount.{fs}.{state}.{mode}.{kind}");
+                    let m = r.metrics.get(&n).unwrap_or_else(|| panic!("no {n}"));
+                    assert_eq!(m.unit(), "ms", "{n}");
+                    assert!(r.stat(&n, "p50").is_some_and(|v| v > 0.0), "{n}");
+                }
+            }
+        }
+    }
+    for n in ["umount.busy.lazy.call", "umount.busy.teardown_after_close"] {
+        assert!(r.stat(n, "count").is_some_and(|c| c >= 1.0), "{n}");
+    }
+}
+
+#[test]
+fn dontcache_quick() {
+    let Some(r) = run_quick("probe_dontcache", "dontcache") else {
+        return;
+    };
+    for fs in ["xfs", "ext4"] {
+        for pat in ["seq", "rand"] {
+            for mode in ["buffered", "dontcache"] {
+                let j = format!("{fs}-{pat}-{mode}");
+                let bw = r.stat(&format!("fio.{j}.write_bw"), "value");
+                assert!(bw.is_some_and(|v| v > 0.0), "{j}: write_bw {bw:?}");
+                assert!(r.stat(&format!("fio.{j}.clat"), "p99").is_some(), "{j}");
+                assert!(
+                    r.stat(&format!("fio.{j}.peak_dirty"), "value").is_some(),
+                    "{j}"
+                );
+                assert!(
+                    r.stat(&format!("fio.{j}.peak_cached"), "value").is_some(),
+                    "{j}"
+                );
+            }
+        }
+    }
+    // btrfs refuses RWF_DONTCACHE (EOPNOTSUPP = 95) on this project's kernels;
+    // if a kernel accepts it, the job has a bandwidth instead.
+    let e = r.stat("fio.btrfs-seq-dontcache.errno", "value");
+    let bw = r.stat("fio.btrfs-seq-dontcache.write_bw", "value");
+    assert!(e == Some(95.0) || bw.is_some(), "{e:?} {bw:?}");
+    assert_eq!(r.jobs.len(), 12);
+}
+
+#[test]
+fn buffered_write_quick() {
+    let Some(r) = run_quick("probe_buffered_write", "buffered-write") else {
+        return;
+    };
+    for n in [1, 2, 4, 8] {
+        let j = format!("seq-w{n}");
+        assert!(
+            r.stat(&format!("fio.{j}.write_bw"), "value")
+                .is_some_and(|v| v > 0.0),
+            "{j}"
+        );
+        assert!(
+            r.series.contains_key(&format!("fio.{j}.dirty_pages")),
+            "{j}"
+        );
+        for ev in [
+            "writeback_start",
+            "writeback_written",
+            "balance_dirty_pages",
+            "global_dirty_state",
+        ] {
+            assert!(
+                r.stat(&format!("fio.{j}.trace.{ev}"), "value").is_some(),
+                "{j} {ev}"
+            );
+        }
+    }
+    let total: f64 = [1, 2, 4, 8]
+        .iter()
+        .filter_map(|n| r.stat(&format!("fio.seq-w{n}.trace.writeback_written"), "value"))
+        .sum();
+    assert!(total > 0.0, "no writeback_written events were counted");
+}
+
+#[test]
+fn refuses_without_root() {
+    // Run the binary as nobody (needs root to switch, and setpriv).
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        let out = Command::new(env!("CARGO_BIN_EXE_wbsim"))
+            .args(["probe", "umount"])
+            .output()
+            .expect("run");
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("root"));
+        return;
+    }
+    let Ok(out) = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_wbsim"))
+        .args(["probe", "umount"])
+        .output()
+    else {
+        println!("SKIPPED refuses_without_root: setpriv not available");
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("setpriv:") {
+        println!("SKIPPED refuses_without_root: setpriv failed: {err}");
+        return;
+    }
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("must run as root"), "{err}");
+}
+
+#[test]
+fn bad_arguments_fail_cleanly() {
+    let out = Command::new(env!("CARGO_BIN_EXE_wbsim"))
+        .args(["probe", "nosuch"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("umount"));
+    let out = Command::new(env!("CARGO_BIN_EXE_wbsim"))
+        .args(["probe", "umount", "--repeat", "0"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+}
