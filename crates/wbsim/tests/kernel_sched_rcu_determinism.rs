@@ -208,7 +208,7 @@ fn mixed_run(seed: u64) -> (Vec<TraceEvent>, String) {
                     drop(g);
                 }
                 let sm2 = sm.clone();
-                rcu.call_rcu(move || sm2.trace("rcu_invoke_callback", || format!("t{i}")));
+                rcu.call_rcu_hurry(move || sm2.trace("rcu_invoke_callback", || format!("t{i}")));
                 let s2 = s.clone();
                 let w = Work::new(&format!("w{i}.{round}"), move || {
                     let s2 = s2.clone();

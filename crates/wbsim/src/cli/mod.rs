@@ -2,9 +2,9 @@
 //! thin layer over the experiment layer.
 
 pub mod check;
-pub mod report;
 pub mod compare;
 pub mod probe;
+pub mod report;
 pub mod reproduce;
 pub mod run;
 
