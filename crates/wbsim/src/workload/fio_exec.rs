@@ -91,9 +91,7 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
                 if wait_for > 0 {
                     let r = running.clone();
                     done_wq
-                        .wait_event(&sim, move || {
-                            r.borrow()[..wait_for].iter().all(|&n| n == 0)
-                        })
+                        .wait_event(&sim, move || r.borrow()[..wait_for].iter().all(|&n| n == 0))
                         .await;
                 }
                 run_clone(&w, &job, inst.jobnum, &paths, stats_id).await;
