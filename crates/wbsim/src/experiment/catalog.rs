@@ -122,7 +122,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         setup: "251 GiB RAM, XFS on NVMe, fio io_uring; single-stream seq-write and \
                 rand-write with RWF_DONTCACHE.",
         published_note: "",
-        scenario: None,
+        scenario: Some(include_str!("../../../../scenarios/dontcache.toml")),
         comes_with: "the RWF_DONTCACHE issue",
     },
 ];

@@ -5,7 +5,7 @@
 //! one completes).
 //!
 //! Per clone: wait `startdelay` (and, with `stonewall`, for every earlier job of
-//! the file), open its files (created on first use), then issue `bs`-sized
+//! the file; a job after a stonewall job starts with it), open its files (created on first use), then issue `bs`-sized
 //! reads/writes: sequential ones round-robin over the files (fio's default
 //! `file_service_type=roundrobin`), each file from offset 0, wrapping at
 //! `filesize`; random ones uniformly over `filesize` in `bs` steps from the
@@ -56,7 +56,16 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
     // Clones still running per job of this file (for stonewall).
     let running: Rc<RefCell<Vec<u32>>> =
         Rc::new(RefCell::new(set.jobs.iter().map(|j| j.numjobs).collect()));
+    // fio starts jobs in file order and a `stonewall` job waits for every
+    // job before it; the jobs after it (up to the next stonewall) start with
+    // it. So each job waits for the jobs before the last stonewall at or
+    // before it.
+    let mut barrier = 0;
     for (ji, job) in set.jobs.iter().enumerate() {
+        if job.stonewall {
+            barrier = ji;
+        }
+        let wait_for = barrier;
         // group_reporting folds every clone into one entry.
         let stats_ids: Vec<usize> = if job.group_reporting {
             let id = push_stats(world, &job.name, job.groupid, job.numjobs);
@@ -79,10 +88,10 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
             world.m.sched.spawn(&name, set.cgroup, 0, async move {
                 let sim = w.m.sim.clone();
                 sim.sleep_until(start.max(sim.now())).await;
-                if job.stonewall && ji > 0 {
+                if wait_for > 0 {
                     let r = running.clone();
                     done_wq
-                        .wait_event(&sim, move || r.borrow()[..ji].iter().all(|&n| n == 0))
+                        .wait_event(&sim, move || r.borrow()[..wait_for].iter().all(|&n| n == 0))
                         .await;
                 }
                 run_clone(&w, &job, inst.jobnum, &paths, stats_id).await;

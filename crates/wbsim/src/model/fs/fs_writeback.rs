@@ -3,7 +3,8 @@
 //! `__mark_inode_dirty` puts an inode on its wb's b_dirty and arms the flusher;
 //! `wb_workfn` (the wb's delayed work on the "writeback" workqueue) runs queued
 //! work items FIFO, then start_all, then periodic (kupdate), then background
-//! writeback (`wb_do_writeback`); `wb_writeback` loops `queue_io` +
+//! writeback (`wb_do_writeback`), with the 7.2 RWF_DONTCACHE pass
+//! (`wb_check_start_dontcache`) after start_all; `wb_writeback` loops `queue_io` +
 //! `writeback_sb_inodes` / `__writeback_inodes_wb`, writing each inode a chunk
 //! at a time (`writeback_chunk_size`) and requeueing it by the kernel's rules
 //! (`requeue_inode`: b_more_io when the slice was used up, b_dirty via
@@ -693,6 +694,8 @@ async fn wb_do_writeback(m: &Rc<Machine>, wb: &Rc<Wb>) -> i64 {
         }
         wb.start_all.set(None);
     }
+    // wb_check_start_dontcache (7.2).
+    wrote += wb_check_start_dontcache(m, wb).await;
     // wb_check_old_data_flush (kupdate).
     let interval = m.dirty.borrow().dirty_writeback_interval_ns();
     if interval > 0 && m.now() >= wb.last_old_flush.get() + interval {
@@ -714,6 +717,27 @@ async fn wb_do_writeback(m: &Rc<Machine>, wb: &Rc<Wb>) -> i64 {
     }
     wb.running.set(false);
     wrote
+}
+
+/// `wb_check_start_dontcache` (the 7.2 RWF_DONTCACHE kick): if a writer set
+/// the wb's start bit, clear it, take the wb's DONTCACHE_DIRTY count and write
+/// that many pages, WB_SYNC_NONE, from the oldest dirty inodes of the wb
+/// (`queue_io` moves b_dirty from its tail, oldest first; any dirty inode, not
+/// only RWF_DONTCACHE ones), reason DONTCACHE. The bit is cleared before the
+/// counter is read, so a writer that adds pages after the read sets it again
+/// and wakes the flusher: no kick is lost, and kicks that arrive while the bit
+/// is set are coalesced into one pass. Returns pages written.
+pub async fn wb_check_start_dontcache(m: &Rc<Machine>, wb: &Rc<Wb>) -> i64 {
+    if !wb.start_dontcache.replace(false) {
+        return 0;
+    }
+    let nr = wb.dontcache_dirty.replace(0);
+    if nr == 0 {
+        return 0;
+    }
+    let mut w = WbWork::new(nr as i64, SyncMode::None, WbReason::Dontcache);
+    w.range_cyclic = true;
+    wb_writeback(m, wb, &w).await
 }
 
 /// `wb_split_bdi_pages`: a wb's share of `nr_pages` by write bandwidth among
@@ -744,7 +768,9 @@ pub async fn wb_workfn(m: &Rc<Machine>, wb: &Rc<Wb>) {
         let pages = wb_do_writeback(m, wb).await;
         m.sim
             .trace("writeback_pages_written", || format!("{pages}"));
-        if wb.work_list.borrow().is_empty() {
+        // A kick that set the start bit during the pass re-runs the loop
+        // (its wb_wakeup found the work running).
+        if wb.work_list.borrow().is_empty() && !wb.start_dontcache.get() {
             break;
         }
     }

@@ -16,10 +16,13 @@ use std::rc::Rc;
 use sim::{Time, MSEC};
 
 use crate::model::block::Bio;
-use crate::model::fs::fs_writeback::{inode_attach_wb, mark_inode_dirty, wakeup_flusher_threads};
+use crate::model::fs::fs_writeback::{
+    do_writepages, inode_attach_wb, mark_inode_dirty, wakeup_flusher_threads,
+};
 use crate::model::fs::inode::{state::I_DIRTY_PAGES, InodeRef};
 use crate::model::fs::super_::SuperBlock;
 use crate::model::fs::sync::file_write_and_wait;
+use crate::model::fs::writepages::DROPBEHIND_PAGE_NS;
 use crate::model::fs::WritebackControl;
 use crate::model::machine::Machine;
 use crate::model::mm::accounting::account_delta;
@@ -230,12 +233,16 @@ async fn generic_perform_write(
     if fl.dontcache {
         match m.policies().dontcache_flush {
             DontcacheFlush::Inline => {
-                // filemap_fdatawrite_range_kick: WB_SYNC_NONE writeback of the
-                // written range, in the writer's context.
-                let mut wbc = WritebackControl::new(i64::MAX, SyncMode::None, WbReason::Sync);
+                // generic_write_sync -> filemap_fdatawrite_range_kick:
+                // WB_SYNC_NONE writeback of the written range through
+                // do_writepages, in the writer's context. The writer pays the
+                // page walk and bio building CPU and sleeps where submission
+                // sleeps (blk_mq_get_tag when the device's tags are used
+                // up). The wbc carries no reason (0, WB_REASON_BACKGROUND).
+                let mut wbc = WritebackControl::new(i64::MAX, SyncMode::None, WbReason::Background);
                 wbc.range_start = start;
                 wbc.range_end = end;
-                f.sb.fs.writepages(m, &f.sb, &f.inode, &mut wbc).await;
+                do_writepages(m, &f.sb, &f.inode, &mut wbc).await;
             }
             DontcacheFlush::Kick => {
                 throttle::dontcache_kick(m, &wb, npages);
@@ -313,6 +320,10 @@ pub async fn vfs_read(
             .borrow_mut()
             .drop_clean_dropbehind(start, end);
         account_delta(m, f.inode.wb().as_ref(), &d);
+        // folio_end_dropbehind in the reader, per folio dropped.
+        if d.cached < 0 {
+            m.sched.cpu((-d.cached) as u64 * DROPBEHIND_PAGE_NS).await;
+        }
     }
     Ok(())
 }

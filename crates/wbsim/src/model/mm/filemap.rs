@@ -337,22 +337,24 @@ impl AddressSpace {
     }
 
     /// Writeback of `[start, end)` completed (`folio_end_writeback`): pages go
-    /// clean, or back to dirty if redirtied meanwhile; clean PG_dropbehind pages
-    /// are dropped from the cache (`folio_end_dropbehind`). Returns the changes
-    /// and the number of pages dropped.
+    /// clean, or back to dirty if redirtied meanwhile. Clean PG_dropbehind
+    /// pages stay cached here: `folio_end_dropbehind` needs the folio lock, so
+    /// the filesystem completes such I/O in task context, which then drops
+    /// them with [`AddressSpace::drop_clean_dropbehind`]. Returns the changes
+    /// and the number of clean PG_dropbehind pages left for that step.
     pub fn end_writeback(&mut self, start: u64, end: u64) -> (Delta, u64) {
-        let mut dropped = 0;
+        let dropbehind: u64 = self
+            .ranges_in(start, end)
+            .filter(|(_, _, x)| x.state == PageState::Writeback && x.dropbehind)
+            .map(|(s, e, _)| e - s)
+            .sum();
         let d = self.update(start, end, |old| match old {
-            Some((PageState::Writeback, true)) => None,
-            Some((PageState::Writeback, false)) => Some((PageState::Clean, false)),
+            Some((PageState::Writeback, db)) => Some((PageState::Clean, db)),
             Some((PageState::WritebackDirty, db)) => Some((PageState::Dirty, db)),
             other => other,
         });
-        if d.cached < 0 {
-            dropped = (-d.cached) as u64;
-        }
         self.nr_writeback_done += end - start;
-        (d, dropped)
+        (d, dropbehind)
     }
 
     /// Drops clean PG_dropbehind pages of `[start, end)` after a read copied
@@ -469,15 +471,44 @@ mod tests {
     }
 
     #[test]
-    fn dropbehind_pages_leave_at_writeback_end_but_old_pages_stay() {
+    fn dropbehind_pages_leave_after_writeback_end_but_old_pages_stay() {
         let mut m = AddressSpace::new();
         m.add_clean(0, 10, false); // cached before the uncached write
         m.mark_dirty(0, 20, true);
         m.start_writeback(0, u64::MAX, u64::MAX);
-        let (d, dropped) = m.end_writeback(0, 20);
-        assert_eq!(dropped, 10);
+        let (d, dropbehind) = m.end_writeback(0, 20);
+        // Completion cleans them; the task-context step drops the new ones.
+        assert_eq!(dropbehind, 10);
+        assert_eq!((d.cached, d.writeback, d.written), (0, -20, 20));
+        let d = m.drop_clean_dropbehind(0, 20);
         assert_eq!(d.cached, -10);
         assert_eq!(m.nrpages(), 10);
+        assert_eq!(m.count_missing(0, 10), 0);
+        m.check().unwrap();
+    }
+
+    #[test]
+    fn dropbehind_page_redirtied_under_writeback_stays_until_clean() {
+        let mut m = AddressSpace::new();
+        m.mark_dirty(0, 8, true);
+        m.start_writeback(0, u64::MAX, u64::MAX);
+        m.mark_dirty(2, 4, false); // redirtied while under writeback
+        let (_, dropbehind) = m.end_writeback(0, 8);
+        assert_eq!(dropbehind, 6);
+        let d = m.drop_clean_dropbehind(0, 8);
+        assert_eq!(d.cached, -6);
+        assert_eq!((m.nrpages(), m.nr_dirty()), (2, 2));
+        m.check().unwrap();
+    }
+
+    #[test]
+    fn dontcache_read_drops_only_folios_it_created() {
+        let mut m = AddressSpace::new();
+        m.add_clean(0, 4, false); // cached before
+        m.add_clean(0, 16, true); // the uncached read fills the rest
+        let d = m.drop_clean_dropbehind(0, 16);
+        assert_eq!(d.cached, -12);
+        assert_eq!(m.nrpages(), 4);
         m.check().unwrap();
     }
 

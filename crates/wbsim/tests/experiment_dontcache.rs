@@ -1,0 +1,96 @@
+//! Experiment E5 `dontcache` on short runs of the built-in scenario:
+//! direction and rough size of each effect (experiments.md E5).
+
+use wbsim::experiment::results::Results;
+use wbsim::experiment::runner::{run_one, RunOptions};
+use wbsim::experiment::scenario::{load, Scenario};
+
+fn scenario(name: &str) -> Scenario {
+    let path = format!("{}/../../scenarios/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+    load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn run(s: &Scenario, variant: &str) -> Results {
+    let v = s.variant(variant).unwrap_or_else(|e| panic!("{e}"));
+    let r = run_one(
+        s,
+        &v,
+        s.seed,
+        &RunOptions {
+            quick: true,
+            ..RunOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        r.invariants.violations.is_empty(),
+        "{:?}",
+        r.invariants.violations
+    );
+    r
+}
+
+fn stat(r: &Results, m: &str, s: &str) -> f64 {
+    r.stat(m, s)
+        .unwrap_or_else(|| panic!("{} [{}]: no metric {m} {s}", r.scenario, r.variant))
+}
+
+fn bw(r: &Results, job: &str) -> f64 {
+    stat(r, &format!("fio.{job}.write_bw"), "value")
+}
+
+/// One test so the two E5 runs are shared by every assertion.
+#[test]
+fn e5_kick_beats_inline_and_leaves_buffered_and_direct_alone() {
+    let s = scenario("dontcache");
+    let inline = run(&s, "inline");
+    let kick = run(&s, "kick");
+
+    // Sequential RWF_DONTCACHE: kick gives more throughput and a lower tail.
+    let (bi, bk) = (
+        bw(&inline, "seq-write-dontcache"),
+        bw(&kick, "seq-write-dontcache"),
+    );
+    assert!(bk > 1.2 * bi, "seq dontcache: inline {bi} MiB/s, kick {bk}");
+    let (li, lk) = (
+        stat(&inline, "fio.seq-write-dontcache.clat", "p99.9"),
+        stat(&kick, "fio.seq-write-dontcache.clat", "p99.9"),
+    );
+    assert!(lk < li, "seq dontcache p99.9: inline {li} us, kick {lk}");
+    let (ri, rk) = (
+        bw(&inline, "rand-write-dontcache"),
+        bw(&kick, "rand-write-dontcache"),
+    );
+    assert!(rk > ri, "rand dontcache: inline {ri} MiB/s, kick {rk}");
+
+    // Buffered and direct do not depend on the switch.
+    for job in [
+        "seq-write-buffered",
+        "rand-write-buffered",
+        "seq-write-direct",
+        "rand-write-direct",
+    ] {
+        let (a, b) = (bw(&inline, job), bw(&kick, job));
+        assert!(
+            (a - b).abs() / a < 0.03,
+            "{job}: inline {a} MiB/s, kick {b}"
+        );
+    }
+
+    // Page cache growth under RWF_DONTCACHE stays far below buffered's.
+    for r in [&inline, &kick] {
+        for pat in ["seq", "rand"] {
+            let dc = stat(
+                r,
+                &format!("fio.{pat}-write-dontcache.peak_cached"),
+                "value",
+            );
+            let buf = stat(r, &format!("fio.{pat}-write-buffered.peak_cached"), "value");
+            assert!(
+                dc * 20.0 < buf,
+                "[{}] {pat}: dontcache peak cached {dc} MiB vs buffered {buf}",
+                r.variant
+            );
+        }
+    }
+}
