@@ -19,8 +19,7 @@ fn main() {
     for variant in ["inline", "kick"] {
         let v = s.variant(variant).unwrap_or_else(|e| panic!("{e}"));
         let t = Instant::now();
-        let r =
-            run_one(&s, &v, s.seed, &RunOptions { quick: false }).unwrap_or_else(|e| panic!("{e}"));
+        let r = run_one(&s, &v, s.seed, &RunOptions::default()).unwrap_or_else(|e| panic!("{e}"));
         println!(
             "dontcache [{variant}]: {:.2} s wall, {:.1} s simulated",
             t.elapsed().as_secs_f64(),
