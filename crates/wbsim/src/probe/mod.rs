@@ -33,7 +33,8 @@
 //!   `fio.<job>.end_fsync` (ms), `fio.<job>.peak_dirty`,
 //!   `fio.<job>.peak_cached` (MiB, machine-wide peaks of `/proc/meminfo`
 //!   during the job) and `fio.<job>.start_dirty`, `fio.<job>.start_cached`
-//!   (MiB, at its start: the growth is peak - start). dontcache jobs
+//!   (MiB, at its start), and the growth `fio.<job>.dirty_growth`,
+//!   `fio.<job>.cache_growth` (MiB, peak - start). dontcache jobs
 //!   `<fs>-<seq|rand>-<buffered|dontcache>`; a refused job has
 //!   `fio.<job>.errno` (e.g. 95, EOPNOTSUPP) and `error` in its fio entry.
 //!   buffered-write jobs `seq-w1`..`seq-w8` also have the series
@@ -311,6 +312,18 @@ pub fn record_job(
         let pc = all().map(|s| s.m.cached_kib).max().unwrap_or(0);
         m.set(&format!("fio.{job}.peak_dirty"), "MiB", kib_to_mib(pd));
         m.set(&format!("fio.{job}.peak_cached"), "MiB", kib_to_mib(pc));
+        // Growth during the job: comparable with the model's, which sees
+        // only its own machine.
+        m.set(
+            &format!("fio.{job}.dirty_growth"),
+            "MiB",
+            kib_to_mib(pd.saturating_sub(first.m.dirty_kib)),
+        );
+        m.set(
+            &format!("fio.{job}.cache_growth"),
+            "MiB",
+            kib_to_mib(pc.saturating_sub(first.m.cached_kib)),
+        );
     }
     if let (true, Some((_, samples))) = (series, runs.first()) {
         for s in samples {

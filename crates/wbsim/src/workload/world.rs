@@ -53,6 +53,9 @@ pub struct JobStats {
     /// Peak NR_FILE_DIRTY and NR_FILE_PAGES while it ran, pages.
     pub peak_dirty_pages: u64,
     pub peak_cached_pages: u64,
+    /// NR_FILE_DIRTY and NR_FILE_PAGES at the first sample of the job, pages.
+    pub start_dirty_pages: Option<u64>,
+    pub start_cached_pages: Option<u64>,
     /// First error (errno name), if the job failed (fio's `error`).
     pub error: Option<String>,
 }
@@ -76,6 +79,8 @@ impl JobStats {
             running: 0,
             peak_dirty_pages: 0,
             peak_cached_pages: 0,
+            start_dirty_pages: None,
+            start_cached_pages: None,
             error: None,
         }
     }

@@ -8,7 +8,8 @@
 //!   `fio.JOB.clat` (completion latency of the job's writes, or reads for a
 //!   read-only job, us), `fio.JOB.read_clat` / `fio.JOB.write_clat` for mixed
 //!   jobs, `fio.JOB.sync_lat` (us), `fio.JOB.peak_dirty` /
-//!   `fio.JOB.peak_cached` (MiB);
+//!   `fio.JOB.peak_cached` (MiB), `fio.JOB.dirty_growth` /
+//!   `fio.JOB.cache_growth` (peak minus the value when the job started, MiB);
 //! - `write.bw` / `read.bw`: all jobs together over the span they ran (MiB/s);
 //! - `dirty_pages`, `writeback_pages`, `cached_pages`, `dirty_limit_pages`,
 //!   `bg_limit_pages` (sampled), `device.DEV.write_bytes_per_s` (sampled) and
@@ -148,6 +149,19 @@ fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json
             &format!("{p}.peak_cached"),
             "MiB",
             (j.peak_cached_pages * PAGE_SIZE) as f64 / MIB,
+        );
+        let growth = |peak: u64, start: Option<u64>| {
+            (peak.saturating_sub(start.unwrap_or(peak)) * PAGE_SIZE) as f64 / MIB
+        };
+        metrics.set(
+            &format!("{p}.dirty_growth"),
+            "MiB",
+            growth(j.peak_dirty_pages, j.start_dirty_pages),
+        );
+        metrics.set(
+            &format!("{p}.cache_growth"),
+            "MiB",
+            growth(j.peak_cached_pages, j.start_cached_pages),
         );
         if let Some(e) = &j.error {
             metrics.add(&format!("{p}.{e}"), "count", 1);

@@ -33,9 +33,17 @@ use crate::model::kernel::wait::WaitQueue;
 use crate::model::machine::Machine;
 
 /// CPU per page of a buffered write (`btrfs_buffered_write`: space
-/// reservation, extent locking, copy), ns: 1.5 us. Estimate: btrfs buffered
-/// writes cost somewhat more CPU than ext4/xfs ones.
-pub const BTRFS_WRITE_PAGE_NS: Time = 1_500;
+/// reservation, extent locking, copy), ns: 3.83 us. Measured with `wbsim probe
+/// dontcache` on the project machine (Linux 6.18,
+/// 2 vCPU, docs/probe/dontcache.json): from the p50 completion latency of a
+/// 1 MiB buffered write (S) and a 4 KiB one (R), with 1 us of syscall entry:
+/// per page = (S - R) / 255 = (983.0 - 7.08) / 255 us.
+pub const BTRFS_WRITE_PAGE_NS: Time = 3_830;
+/// CPU per buffered write call, besides the per-page work and the syscall
+/// entry (`->write_iter` setup, the filesystem's begin/end of the range,
+/// inode locking, timestamps), ns. Measured like the per-page cost:
+/// R - 1 us - per page = 7.08 - 1 - 3.83 us.
+pub const BTRFS_WRITE_CALL_NS: Time = 2_250;
 /// CPU per page submitted by `btrfs_writepages` (extent allocation, ordered
 /// extents, checksumming at submission is left out), ns: 0.8 us. Estimate.
 pub const BTRFS_WRITEPAGE_NS: Time = 800;
@@ -124,6 +132,9 @@ impl Filesystem for Btrfs {
     }
     fn write_page_ns(&self) -> Time {
         BTRFS_WRITE_PAGE_NS
+    }
+    fn write_call_ns(&self) -> Time {
+        BTRFS_WRITE_CALL_NS
     }
     fn writepage_ns(&self) -> Time {
         BTRFS_WRITEPAGE_NS

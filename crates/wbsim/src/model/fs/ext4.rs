@@ -17,13 +17,22 @@ use crate::model::fs::{Filesystem, LocalBoxFuture};
 use crate::model::machine::Machine;
 
 /// CPU per page of a buffered write (`ext4_da_write_begin`, copy,
-/// `ext4_da_write_end`), ns: ~1.2 us, i.e. a single writer filling the page
-/// cache at ~3.3 GB/s, the order seen for buffered ext4 writes on current
-/// x86 cores. Calibrated against the live probe where possible.
-pub const EXT4_WRITE_PAGE_NS: Time = 1_200;
+/// `ext4_da_write_end`), ns: 1.17 us. Measured with `wbsim probe dontcache` on
+/// the project machine (Linux 6.18,
+/// 2 vCPU, docs/probe/dontcache.json): from the p50 completion latency of a
+/// 1 MiB buffered write (S) and a 4 KiB one (R), with 1 us of syscall entry:
+/// per page = (S - R) / 255 = (303.4 - 4.95) / 255 us.
+pub const EXT4_WRITE_PAGE_NS: Time = 1_170;
+/// CPU per buffered write call, besides the per-page work and the syscall
+/// entry (`->write_iter` setup, the filesystem's begin/end of the range,
+/// inode locking, timestamps), ns. Measured like the per-page cost:
+/// R - 1 us - per page = 4.95 - 1 - 1.17 us.
+pub const EXT4_WRITE_CALL_NS: Time = 2_780;
 /// CPU per page submitted by `ext4_writepages` (page walk, delalloc block
-/// mapping, bio building), ns: ~0.6 us (order of magnitude from profiles).
-pub const EXT4_WRITEPAGE_NS: Time = 600;
+/// mapping, bio building), ns: 0.19 us. Measured with `wbsim probe dontcache`
+/// (docs/probe/dontcache.json): an RWF_DONTCACHE 1 MiB write took 352.3 us p50
+/// against 303.4 us buffered: 48.9 us for 256 pages.
+pub const EXT4_WRITEPAGE_NS: Time = 190;
 /// Bytes written per jbd2 commit (descriptor, metadata blocks, commit block):
 /// 16 KiB, a small transaction.
 pub const EXT4_COMMIT_BYTES: u64 = 16 << 10;
@@ -63,6 +72,9 @@ impl Filesystem for Ext4 {
     }
     fn write_page_ns(&self) -> Time {
         EXT4_WRITE_PAGE_NS
+    }
+    fn write_call_ns(&self) -> Time {
+        EXT4_WRITE_CALL_NS
     }
     fn writepage_ns(&self) -> Time {
         EXT4_WRITEPAGE_NS

@@ -91,6 +91,10 @@ pub trait Filesystem {
     }
     /// CPU per page of `write_begin` + copy + `write_end` in a buffered write, ns.
     fn write_page_ns(&self) -> Time;
+    /// CPU per buffered write call besides its pages and the syscall entry, ns.
+    fn write_call_ns(&self) -> Time {
+        0
+    }
     /// CPU per page submitted by writepages (page walk, bio building), ns.
     fn writepage_ns(&self) -> Time;
     /// Writes dirty pages of `inode` as `wbc` asks (`->writepages`).

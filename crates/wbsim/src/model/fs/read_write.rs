@@ -207,7 +207,7 @@ async fn generic_perform_write(
     let (start, end) = page_range(pos, len);
     let npages = end - start;
     m.sched
-        .cpu(m.cfg.costs.syscall_ns + npages * f.sb.fs.write_page_ns())
+        .cpu(m.cfg.costs.syscall_ns + f.sb.fs.write_call_ns() + npages * f.sb.fs.write_page_ns())
         .await;
     if !f.sb.bdi.can_writeback {
         // tmpfs: shmem pages, never dirty-accounted or written back.
