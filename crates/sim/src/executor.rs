@@ -509,7 +509,12 @@ impl Sim {
             }
             let next = self.0.queue.borrow_mut().pop_until(limit);
             let e = match next {
-                Next::Due(e) => e,
+                Next::Due(e, next) => {
+                    // Started now, the load of the next timer's slot overlaps
+                    // this event's work.
+                    self.0.timers.borrow().prefetch(next);
+                    e
+                }
                 Next::Empty => return self.finish(),
                 Next::Later => {
                     // Never backwards (a limit already passed leaves `now`).

@@ -46,6 +46,9 @@ const SLOTS: usize = 1 << BITS;
 /// Levels: enough 6-bit digits for 64-bit times (the top one has 4 bits).
 const LEVELS: usize = 64_usize.div_ceil(BITS as usize);
 
+/// No slot (in [`Next::Due`]'s hint).
+pub(crate) const NO_SLOT: u32 = u32::MAX;
+
 /// A popped event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Entry {
@@ -70,8 +73,10 @@ impl Entry {
 /// What [`EventQueue::pop_until`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Next {
-    /// The earliest event, removed from the queue.
-    Due(Entry),
+    /// The earliest event, removed from the queue, and the slot of the event
+    /// after it at level 0 ([`NO_SLOT`] if none): probably the next to pop,
+    /// a hint for prefetching.
+    Due(Entry, u32),
     /// Events are pending, none at or before the limit.
     Later,
     /// Nothing is pending.
@@ -146,14 +151,22 @@ impl EventQueue {
                 let bucket = &mut self.l0[i];
                 let slot = bucket[self.l0_head];
                 self.l0_head += 1;
-                if self.l0_head == bucket.len() {
+                let next = if let Some(&next) = bucket.get(self.l0_head) {
+                    next
+                } else {
                     bucket.clear();
                     self.l0_head = 0;
                     self.masks[0] &= !(1 << i);
-                }
+                    let m = self.masks[0];
+                    if m == 0 {
+                        NO_SLOT
+                    } else {
+                        self.l0[m.trailing_zeros() as usize][0]
+                    }
+                };
                 self.base = time;
                 self.len -= 1;
-                return Next::Due(Entry { time, slot });
+                return Next::Due(Entry { time, slot }, next);
             }
             if !self.split(limit) {
                 return if self.len == 0 {
@@ -210,7 +223,7 @@ impl EventQueue {
     #[cfg(test)]
     pub fn pop(&mut self) -> Option<Entry> {
         match self.pop_until(Time::MAX) {
-            Next::Due(e) => Some(e),
+            Next::Due(e, _) => Some(e),
             _ => None,
         }
     }
@@ -247,10 +260,40 @@ mod tests {
                 Some(Reverse((t, _, _))) if *t > limit => Next::Later,
                 Some(_) => {
                     let Reverse((time, _, slot)) = self.heap.pop().unwrap();
-                    Next::Due(Entry { time, slot })
+                    Next::Due(Entry { time, slot }, NO_SLOT)
                 }
             }
         }
+    }
+
+    /// The popped event without the prefetch hint (which the reference has
+    /// not).
+    fn without_hint(n: Next) -> Next {
+        match n {
+            Next::Due(e, _) => Next::Due(e, NO_SLOT),
+            other => other,
+        }
+    }
+
+    /// With no push in between, the hint names the slot that pops next
+    /// whenever that one is already at level 0.
+    #[test]
+    fn prefetch_hint_names_the_next_event() {
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(3);
+        let mut q = EventQueue::new();
+        for slot in 0..2000 {
+            q.push(rng.random_range(0..5000), slot);
+        }
+        let mut hint = NO_SLOT;
+        let mut exact = 0;
+        while let Next::Due(e, next) = q.pop_until(Time::MAX) {
+            if hint != NO_SLOT {
+                assert_eq!(e.slot(), hint);
+                exact += 1;
+            }
+            hint = next;
+        }
+        assert!(exact > 1900, "{exact}");
     }
 
     #[test]
@@ -322,14 +365,20 @@ mod tests {
         assert_eq!(q.pop_until(500), Next::Later);
         q.push(600, 1); // what run_until(500) then a schedule at 600 does
         assert_eq!(q.pop_until(599), Next::Later);
-        assert_eq!(q.pop_until(600), Next::Due(Entry { time: 600, slot: 1 }));
+        assert_eq!(
+            q.pop_until(600),
+            Next::Due(Entry { time: 600, slot: 1 }, NO_SLOT)
+        );
         assert_eq!(q.pop_until(999_999), Next::Later);
         assert_eq!(
             q.pop_until(Time::MAX),
-            Next::Due(Entry {
-                time: 1_000_000,
-                slot: 0
-            })
+            Next::Due(
+                Entry {
+                    time: 1_000_000,
+                    slot: 0
+                },
+                NO_SLOT
+            )
         );
         assert_eq!(q.len(), 0);
     }
@@ -375,17 +424,17 @@ mod tests {
                     Time::MAX
                 };
                 let want = r.pop_until(limit);
-                let got = q.pop_until(limit);
+                let got = without_hint(q.pop_until(limit));
                 assert_eq!(got, want, "seed {seed} round {round}");
                 match got {
-                    Next::Due(e) => now = e.time(),
+                    Next::Due(e, _) => now = e.time(),
                     // What run_until does: time moves to the limit.
                     Next::Later => now = now.max(limit),
                     Next::Empty => {}
                 }
                 assert_eq!(q.len(), r.heap.len());
             }
-            while let Next::Due(e) = r.pop_until(Time::MAX) {
+            while let Next::Due(e, _) = r.pop_until(Time::MAX) {
                 assert_eq!(q.pop(), Some(e));
             }
             assert_eq!(q.pop_until(Time::MAX), Next::Empty);
@@ -410,9 +459,9 @@ mod tests {
         }
         for _ in 0..300_000 {
             let want = r.pop_until(Time::MAX);
-            let got = q.pop_until(Time::MAX);
+            let got = without_hint(q.pop_until(Time::MAX));
             assert_eq!(got, want);
-            let Next::Due(e) = got else { unreachable!() };
+            let Next::Due(e, _) = got else { unreachable!() };
             let d = if rng.random_bool(0.2) {
                 rng.random_range(0..3)
             } else {
