@@ -15,10 +15,11 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
-use crate::queue::EventQueue;
+use crate::queue::{EventQueue, Next};
 use crate::rng::{make_rng, SimRng};
 use crate::slab::{Key, Slab};
 use crate::smallfn::SmallFn;
+use crate::timers::TimerTable;
 use crate::trace::{TraceEvent, TraceSink};
 use crate::Time;
 
@@ -45,11 +46,6 @@ impl fmt::Display for TaskId {
 /// Handle of a pending timer, for [`Sim::cancel_timer`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TimerId(Key);
-
-enum TimerKind {
-    Wake(Waker),
-    Call(SmallFn),
-}
 
 /// What a task's waker points at: the task's id, its queued flag and the ready
 /// queue it goes on. Shared (`Rc`) by every clone of the task's waker.
@@ -115,12 +111,8 @@ struct Inner {
     seed: u64,
     now: Cell<Time>,
     queue: RefCell<EventQueue>,
-    /// Timer payloads by slot. A slot stays taken until its queue entry pops,
-    /// even when cancelled (then it holds `None`), so a queue entry never
-    /// names a reused slot.
-    timers: RefCell<Slab<Option<TimerKind>>>,
-    /// Timers pending and not cancelled.
-    live_timers: Cell<usize>,
+    /// Timer callbacks by slot (a waker's timer calls `wake`).
+    timers: RefCell<TimerTable>,
     tasks: RefCell<Slab<Task>>,
     ready: Rc<RefCell<VecDeque<Rc<WakeHandle>>>>,
     current: Cell<Option<TaskId>>,
@@ -193,8 +185,7 @@ impl Sim {
             seed,
             now: Cell::new(0),
             queue: RefCell::new(EventQueue::new()),
-            timers: RefCell::new(Slab::new()),
-            live_timers: Cell::new(0),
+            timers: RefCell::new(TimerTable::new()),
             tasks: RefCell::new(Slab::new()),
             ready: Rc::new(RefCell::new(VecDeque::new())),
             current: Cell::new(None),
@@ -234,7 +225,7 @@ impl Sim {
 
     /// Timers still pending (not fired, not cancelled).
     pub fn pending_timers(&self) -> usize {
-        self.0.live_timers.get()
+        self.0.timers.borrow().live()
     }
 
     /// Live tasks.
@@ -374,7 +365,7 @@ impl Sim {
 
     /// Calls `f` at time `at` (or now, if `at` is in the past).
     pub fn schedule_at(&self, at: Time, f: impl FnOnce() + 'static) -> TimerId {
-        self.add_timer(at, TimerKind::Call(SmallFn::new(f)))
+        self.add_timer(at, SmallFn::new(f))
     }
 
     /// Calls `f` after `delay` ns.
@@ -384,29 +375,21 @@ impl Sim {
 
     /// Wakes `waker` at time `at`.
     pub fn wake_at(&self, at: Time, waker: Waker) -> TimerId {
-        self.add_timer(at, TimerKind::Wake(waker))
+        self.add_timer(at, SmallFn::new(move || waker.wake()))
     }
 
-    fn add_timer(&self, at: Time, kind: TimerKind) -> TimerId {
+    #[inline(always)]
+    fn add_timer(&self, at: Time, f: SmallFn) -> TimerId {
         let at = at.max(self.now());
-        let key = self.0.timers.borrow_mut().insert(Some(kind));
+        let key = self.0.timers.borrow_mut().insert(f);
         self.0.queue.borrow_mut().push(at, key.idx);
-        self.0.live_timers.set(self.0.live_timers.get() + 1);
         TimerId(key)
     }
 
     /// Cancels a pending timer. Returns whether it was still pending.
     pub fn cancel_timer(&self, id: TimerId) -> bool {
-        let t = self
-            .0
-            .timers
-            .borrow_mut()
-            .get_mut(id.0)
-            .and_then(Option::take);
+        let t = self.0.timers.borrow_mut().cancel(id.0);
         let pending = t.is_some();
-        if pending {
-            self.0.live_timers.set(self.0.live_timers.get() - 1);
-        }
         // The payload (a waker or a closure) is dropped outside the borrow.
         drop(t);
         pending
@@ -488,31 +471,36 @@ impl Sim {
 
     /// Runs until nothing is left to do.
     pub fn run(&self) -> Result<RunOutcome, Deadlock> {
-        self.run_loop(Time::MAX, &mut || true)
+        self.run_loop(Time::MAX, || true)
     }
 
     /// Runs until virtual time `limit` (events at exactly `limit` still run).
     pub fn run_until(&self, limit: Time) -> Result<RunOutcome, Deadlock> {
-        self.run_loop(limit, &mut || true)
+        self.run_loop(limit, || true)
     }
 
     /// Runs while `cond()` holds (checked after every step) and time <= `limit`.
     pub fn run_while(
         &self,
         limit: Time,
-        mut cond: impl FnMut() -> bool,
+        cond: impl FnMut() -> bool,
     ) -> Result<RunOutcome, Deadlock> {
-        self.run_loop(limit, &mut cond)
+        self.run_loop(limit, cond)
     }
 
+    /// The run loop, generic over `cond` so that `run`'s and `run_until`'s
+    /// constant condition costs nothing per event.
+    #[inline]
     fn run_loop(
         &self,
         limit: Time,
-        cond: &mut dyn FnMut() -> bool,
+        mut cond: impl FnMut() -> bool,
     ) -> Result<RunOutcome, Deadlock> {
         self.0.stop.set(false);
         loop {
-            self.poll_ready();
+            if !self.0.ready.borrow().is_empty() {
+                self.poll_ready();
+            }
             if self.0.stop.replace(false) {
                 return Ok(RunOutcome::Stopped);
             }
@@ -521,25 +509,26 @@ impl Sim {
             }
             let next = self.0.queue.borrow_mut().pop_until(limit);
             let e = match next {
-                Ok(e) => e,
-                Err(None) => return self.finish(),
-                Err(Some(_)) => {
+                Next::Due(e, next) => {
+                    // Started now, the load of the next timer's slot overlaps
+                    // this event's work.
+                    self.0.timers.borrow().prefetch(next);
+                    e
+                }
+                Next::Empty => return self.finish(),
+                Next::Later => {
                     // Never backwards (a limit already passed leaves `now`).
                     self.0.now.set(limit.max(self.now()));
                     return Ok(RunOutcome::TimeLimit);
                 }
             };
-            let kind = self.0.timers.borrow_mut().remove_at(e.slot());
-            let Some(Some(kind)) = kind else {
+            let f = self.0.timers.borrow_mut().fire(e.slot());
+            let Some(f) = f else {
                 continue; // cancelled
             };
-            self.0.live_timers.set(self.0.live_timers.get() - 1);
             self.0.now.set(e.time());
             self.0.events.set(self.0.events.get() + 1);
-            match kind {
-                TimerKind::Wake(w) => w.wake(),
-                TimerKind::Call(f) => f.call(),
-            }
+            f.call();
         }
     }
 
@@ -568,6 +557,7 @@ impl Sim {
         }
     }
 
+    #[inline(never)]
     fn poll_ready(&self) {
         loop {
             let next = self.0.ready.borrow_mut().pop_front();

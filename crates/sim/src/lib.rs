@@ -28,6 +28,7 @@ mod rng;
 mod slab;
 mod smallfn;
 mod time;
+mod timers;
 mod trace;
 
 pub use executor::{

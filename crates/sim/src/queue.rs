@@ -1,52 +1,62 @@
-//! The pending-event queue: a 4-ary min-heap ordered by (time, sequence number).
-//! The sequence number is the order of scheduling, so two events due at the same
-//! instant fire in the order they were scheduled: deterministic tie-breaking.
+//! The pending-event queue: a radix queue on the `u64` nanosecond time (a
+//! hierarchical timing wheel with 64 buckets per level), popping events in
+//! order of time and, at one instant, in the order they were pushed (FIFO):
+//! deterministic tie-breaking without a sequence number.
 //!
-//! Why 4-ary and not `std::collections::BinaryHeap`: popping is the engine's
-//! hottest path, and its cost is mostly a chain of dependent loads and
-//! unpredictable branches, one per level. A 4-ary heap has half the levels, and
-//! picking the least of four children is done on a single `u128` key, which
-//! compiles to conditional moves rather than branches. Pop moves the hole to the
-//! bottom first and then sifts the last entry up (Floyd's method), which saves a
-//! comparison per level since that entry almost always belongs near the bottom.
+//! # Layout
 //!
-//! An entry is 16 bytes: the time, and one word holding a 32-bit sequence
-//! number above the 32-bit index of the timer's slot (the executor never reuses
-//! a slot while an entry names it, so no generation is needed here). Four
-//! children then span 64 bytes instead of 96. The key `(time << 64) | word`
-//! orders by time, then sequence; sequence numbers are unique among pending
-//! entries, so the slot index never decides. When the 32-bit counter runs out
-//! (every 4 billion events) the pending entries are renumbered in order, which
-//! keeps their relative order and so the tie-breaking.
+//! Every pending event is due at or after `base` (the time of the last event
+//! popped, or the start of the last bucket split; the executor never schedules
+//! before `now`, and `base <= now` whenever it schedules). Time is read as
+//! eleven 6-bit digits. An event due at `t` lives at the *level* of the
+//! highest digit where `t` differs from `base`, in the *bucket* given by that
+//! digit of `t`:
 //!
-//! A pop only marks the root as taken; the next push replaces it in one pass.
+//! - level 0 holds events in `base`'s 64 ns block, one bucket per nanosecond:
+//!   every event in a bucket is due at the same instant, so a bucket stores
+//!   only timer slots, in push order;
+//! - level `L >= 1` holds events in `base`'s block of `64^(L+1)` ns but another
+//!   sub-block of `64^L` ns; its buckets store `(time, slot)`.
+//!
+//! A 64-bit mask per level marks the non-empty buckets, so the earliest one is
+//! a `trailing_zeros`. Popping takes the front of the lowest non-empty level-0
+//! bucket. When level 0 is empty, the lowest non-empty bucket of the lowest
+//! non-empty level is *split*: `base` moves to that bucket's start and its
+//! events are pushed again, in their order, into the (then empty) lower
+//! levels. An event is thus moved at most once per level, and in practice
+//! once or twice (PHOLD's ~1 us delays land at level 1): the cost per event
+//! does not grow with the number pending, unlike a heap's `log n` chain of
+//! dependent loads, and every move is a sequential append.
+//!
+//! # Why the order is FIFO among ties
+//!
+//! All events due at one instant sit in one bucket (the bucket depends only on
+//! the time and `base`, and moving `base` as above never separates equal
+//! times). Pushes append; a split appends a bucket's events, in order, into
+//! buckets that are empty (it only happens when every lower level is empty).
+//! So within a bucket, events with equal times stay in push order, and level-0
+//! buckets are consumed from the front.
 
 use crate::Time;
 
-/// Children per node.
-const D: usize = 4;
+/// Bits per digit (a level's bucket index).
+const BITS: u32 = 6;
+/// Buckets per level.
+const SLOTS: usize = 1 << BITS;
+/// Levels: enough 6-bit digits for 64-bit times (the top one has 4 bits).
+const LEVELS: usize = 64_usize.div_ceil(BITS as usize);
 
-/// Sequence numbers run from 0 to this (exclusive) before a renumbering.
-#[cfg(not(test))]
-const SEQ_LIMIT: u64 = 1 << 32;
-/// Small in tests, so that renumbering is exercised.
-#[cfg(test)]
-const SEQ_LIMIT: u64 = 1 << 15;
+/// No slot (in [`Next::Due`]'s hint).
+pub(crate) const NO_SLOT: u32 = u32::MAX;
 
-#[derive(Clone, Copy)]
+/// A popped event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Entry {
     time: Time,
-    /// `seq << 32 | slot index`.
-    word: u64,
+    slot: u32,
 }
 
 impl Entry {
-    /// The ordering key: time, then scheduling order.
-    #[inline(always)]
-    fn key(&self) -> u128 {
-        (u128::from(self.time) << 64) | u128::from(self.word)
-    }
-
     /// Due time, ns.
     #[inline(always)]
     pub fn time(&self) -> Time {
@@ -56,150 +66,171 @@ impl Entry {
     /// Index of the timer slot this entry fires.
     #[inline(always)]
     pub fn slot(&self) -> u32 {
-        self.word as u32
+        self.slot
     }
 }
 
+/// What [`EventQueue::pop_until`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// The earliest event, removed from the queue, and the slot of the event
+    /// after it at level 0 ([`NO_SLOT`] if none): probably the next to pop,
+    /// a hint for prefetching.
+    Due(Entry, u32),
+    /// Events are pending, none at or before the limit.
+    Later,
+    /// Nothing is pending.
+    Empty,
+}
+
 pub(crate) struct EventQueue {
-    heap: Vec<Entry>,
-    next_seq: u64,
-    /// The root was handed out by `pop_until` but is still in `heap`: the next
-    /// push replaces it (one pass down and a short one up, instead of a pop and
-    /// a push), and anything else removes it first. An event that schedules one
-    /// event, the commonest case, thus costs one heap pass.
-    top_taken: bool,
+    /// No pending event is due before this.
+    base: Time,
+    /// Level 0: timer slots by nanosecond of `base`'s 64 ns block.
+    l0: Box<[Vec<u32>; SLOTS]>,
+    /// Entries of the earliest level-0 bucket already popped (only the
+    /// earliest bucket is ever popped from, so one cursor does).
+    l0_head: usize,
+    /// Levels 1..: level `L`'s bucket `i` is `upper[L - 1][i]`.
+    upper: Box<[[Vec<Entry>; SLOTS]; LEVELS - 1]>,
+    /// Per level, bit `i` set when bucket `i` is non-empty.
+    masks: [u64; LEVELS],
+    len: usize,
 }
 
 impl EventQueue {
     pub fn new() -> Self {
         EventQueue {
-            heap: Vec::with_capacity(1024),
-            next_seq: 0,
-            top_taken: false,
+            base: 0,
+            l0: Box::new(std::array::from_fn(|_| Vec::new())),
+            l0_head: 0,
+            upper: Box::new(std::array::from_fn(|_| std::array::from_fn(|_| Vec::new()))),
+            masks: [0; LEVELS],
+            len: 0,
         }
     }
 
-    /// Adds an event for timer slot `slot`, due at `time`.
+    /// Adds an event for timer slot `slot`, due at `time` (not before the
+    /// last event popped: the executor never schedules in the past).
     #[inline]
     pub fn push(&mut self, time: Time, slot: u32) {
-        if self.next_seq == SEQ_LIMIT {
-            self.renumber();
-        }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let e = Entry {
-            time,
-            word: (seq << 32) | u64::from(slot),
-        };
-        if self.top_taken {
-            self.top_taken = false;
-            let hole = self.descend();
-            self.sift_up(hole, e);
+        assert!(time >= self.base, "event scheduled before the current time");
+        self.len += 1;
+        self.place(time, slot);
+    }
+
+    /// Files an event (due at or after `base`) in its bucket.
+    #[inline(always)]
+    fn place(&mut self, time: Time, slot: u32) {
+        let diff = time ^ self.base;
+        if diff < SLOTS as u64 {
+            let i = (time % SLOTS as u64) as usize;
+            self.l0[i].push(slot);
+            self.masks[0] |= 1 << i;
         } else {
-            self.heap.push(e);
-            self.sift_up(self.heap.len() - 1, e);
-        }
-    }
-
-    /// Gives the pending entries sequence numbers 0.. in their current order
-    /// (a sorted array is a valid heap).
-    #[cold]
-    fn renumber(&mut self) {
-        self.settle();
-        self.heap.sort_unstable_by_key(Entry::key);
-        for (i, e) in self.heap.iter_mut().enumerate() {
-            e.word = ((i as u64) << 32) | (e.word & 0xffff_ffff);
-        }
-        self.next_seq = self.heap.len() as u64;
-        assert!(self.next_seq < SEQ_LIMIT, "more than 2^32 pending events");
-    }
-
-    /// Removes a root already handed out.
-    #[inline]
-    fn settle(&mut self) {
-        if self.top_taken {
-            self.top_taken = false;
-            let last = self.heap.pop().expect("a taken top is in the heap");
-            if !self.heap.is_empty() {
-                let hole = self.descend();
-                self.sift_up(hole, last);
-            }
+            let level = (63 - diff.leading_zeros()) / BITS;
+            let i = ((time >> (level * BITS)) % SLOTS as u64) as usize;
+            let level = level as usize;
+            self.upper[level - 1][i].push(Entry { time, slot });
+            self.masks[level] |= 1 << i;
         }
     }
 
     /// Removes and returns the earliest event if it is due at or before
-    /// `limit`; otherwise returns its time (`None` when empty).
+    /// `limit`.
     #[inline]
-    pub fn pop_until(&mut self, limit: Time) -> Result<Entry, Option<Time>> {
-        self.settle();
-        match self.heap.first() {
-            None => Err(None),
-            Some(e) if e.time > limit => Err(Some(e.time)),
-            Some(&e) => {
-                self.top_taken = true;
-                Ok(e)
+    pub fn pop_until(&mut self, limit: Time) -> Next {
+        loop {
+            let m0 = self.masks[0];
+            if m0 != 0 {
+                let i = m0.trailing_zeros() as usize;
+                let time = (self.base & !(SLOTS as u64 - 1)) | i as u64;
+                if time > limit {
+                    return Next::Later;
+                }
+                let bucket = &mut self.l0[i];
+                let slot = bucket[self.l0_head];
+                self.l0_head += 1;
+                let next = if let Some(&next) = bucket.get(self.l0_head) {
+                    next
+                } else {
+                    bucket.clear();
+                    self.l0_head = 0;
+                    self.masks[0] &= !(1 << i);
+                    let m = self.masks[0];
+                    if m == 0 {
+                        NO_SLOT
+                    } else {
+                        self.l0[m.trailing_zeros() as usize][0]
+                    }
+                };
+                self.base = time;
+                self.len -= 1;
+                return Next::Due(Entry { time, slot }, next);
+            }
+            if !self.split(limit) {
+                return if self.len == 0 {
+                    Next::Empty
+                } else {
+                    Next::Later
+                };
             }
         }
+    }
+
+    /// Level 0 is empty: moves the earliest bucket of the lowest non-empty
+    /// level down a level or more, unless that bucket starts after `limit`
+    /// (then `base` stays, so events may still be pushed up to `limit`).
+    /// Returns whether it moved anything.
+    #[cold]
+    #[inline(never)]
+    fn split(&mut self, limit: Time) -> bool {
+        let Some(level) = (1..LEVELS).find(|&l| self.masks[l] != 0) else {
+            return false;
+        };
+        let i = self.masks[level].trailing_zeros() as u64;
+        let shift = level as u32 * BITS;
+        // `base` with this level's digit set to `i` and the lower ones cleared.
+        let above = (!0u64).checked_shl(shift + BITS).unwrap_or(0);
+        let start = (self.base & above) | (i << shift);
+        if start > limit {
+            return false;
+        }
+        self.base = start;
+        self.masks[level] &= !(1 << i);
+        let mut bucket = std::mem::take(&mut self.upper[level - 1][i as usize]);
+        if level == 1 {
+            // The common case: everything lands in level 0.
+            let mut mask = 0;
+            for e in &bucket {
+                let j = (e.time % SLOTS as u64) as usize;
+                self.l0[j].push(e.slot);
+                mask |= 1 << j;
+            }
+            self.masks[0] = mask;
+        } else {
+            for e in &bucket {
+                self.place(e.time, e.slot);
+            }
+        }
+        bucket.clear();
+        // Keep the allocation: this bucket fills again as time moves on.
+        self.upper[level - 1][i as usize] = bucket;
+        true
     }
 
     /// Removes and returns the earliest event.
     #[cfg(test)]
     pub fn pop(&mut self) -> Option<Entry> {
-        self.pop_until(Time::MAX).ok()
-    }
-
-    /// Moves the hole at the root down to a leaf, always following the least
-    /// child (the root's entry is overwritten); returns the hole's position.
-    #[inline]
-    fn descend(&mut self) -> usize {
-        let h = &mut self.heap[..];
-        let n = h.len();
-        let mut hole = 0;
-        loop {
-            let first = D * hole + 1;
-            if first + D <= n {
-                // All four children exist: branch-free selection of the least.
-                let c = &h[first..first + D];
-                let (k0, k1, k2, k3) = (c[0].key(), c[1].key(), c[2].key(), c[3].key());
-                let (i01, k01) = if k1 < k0 { (1, k1) } else { (0, k0) };
-                let (i23, k23) = if k3 < k2 { (3, k3) } else { (2, k2) };
-                let i = if k23 < k01 { i23 } else { i01 };
-                h[hole] = c[i];
-                hole = first + i;
-            } else if first < n {
-                let mut best = first;
-                for j in first + 1..n {
-                    if h[j].key() < h[best].key() {
-                        best = j;
-                    }
-                }
-                h[hole] = h[best];
-                hole = best;
-            } else {
-                return hole;
-            }
+        match self.pop_until(Time::MAX) {
+            Next::Due(e, _) => Some(e),
+            _ => None,
         }
-    }
-
-    /// Places `e` at `pos` or above, moving greater ancestors down.
-    #[inline]
-    fn sift_up(&mut self, mut pos: usize, e: Entry) {
-        let key = e.key();
-        let h = &mut self.heap[..];
-        while pos > 0 {
-            let parent = (pos - 1) / D;
-            if h[parent].key() <= key {
-                break;
-            }
-            h[pos] = h[parent];
-            pos = parent;
-        }
-        h[pos] = e;
     }
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.heap.len() - usize::from(self.top_taken)
+        self.len
     }
 }
 
@@ -207,77 +238,240 @@ impl EventQueue {
 mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
 
-    fn k(i: u32) -> u32 {
-        i
+    /// The reference: `std`'s binary heap on (time, push order), the order the
+    /// engine promises.
+    #[derive(Default)]
+    struct Reference {
+        heap: BinaryHeap<Reverse<(Time, u64, u32)>>,
+        pushed: u64,
+    }
+
+    impl Reference {
+        fn push(&mut self, t: Time, slot: u32) {
+            self.heap.push(Reverse((t, self.pushed, slot)));
+            self.pushed += 1;
+        }
+        fn pop_until(&mut self, limit: Time) -> Next {
+            match self.heap.peek() {
+                None => Next::Empty,
+                Some(Reverse((t, _, _))) if *t > limit => Next::Later,
+                Some(_) => {
+                    let Reverse((time, _, slot)) = self.heap.pop().unwrap();
+                    Next::Due(Entry { time, slot }, NO_SLOT)
+                }
+            }
+        }
+    }
+
+    /// The popped event without the prefetch hint (which the reference has
+    /// not).
+    fn without_hint(n: Next) -> Next {
+        match n {
+            Next::Due(e, _) => Next::Due(e, NO_SLOT),
+            other => other,
+        }
+    }
+
+    /// With no push in between, the hint names the slot that pops next
+    /// whenever that one is already at level 0.
+    #[test]
+    fn prefetch_hint_names_the_next_event() {
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(3);
+        let mut q = EventQueue::new();
+        for slot in 0..2000 {
+            q.push(rng.random_range(0..5000), slot);
+        }
+        let mut hint = NO_SLOT;
+        let mut exact = 0;
+        while let Next::Due(e, next) = q.pop_until(Time::MAX) {
+            if hint != NO_SLOT {
+                assert_eq!(e.slot(), hint);
+                exact += 1;
+            }
+            hint = next;
+        }
+        assert!(exact > 1900, "{exact}");
     }
 
     #[test]
     fn earliest_first_then_fifo() {
         let mut q = EventQueue::new();
-        q.push(10, k(0));
-        q.push(5, k(1));
-        q.push(10, k(2));
-        q.push(5, k(3));
+        q.push(10, 0);
+        q.push(5, 1);
+        q.push(10, 2);
+        q.push(5, 3);
+        q.push(1 << 40, 4);
+        q.push(5, 5);
         let order: Vec<u32> = std::iter::from_fn(|| q.pop().map(|e| e.slot())).collect();
-        assert_eq!(order, vec![1, 3, 0, 2]);
+        assert_eq!(order, vec![1, 3, 5, 0, 2, 4]);
+        assert_eq!(q.pop_until(Time::MAX), Next::Empty);
     }
 
-    /// Against an ordered reference: random times with many ties, pops
-    /// interleaved with pushes (as a run does), sizes from empty to a few thousand.
+    /// Ties at one far instant pushed at different times (so they first sit
+    /// at different levels relative to `base`) and events pushed at the
+    /// instant being popped stay FIFO.
     #[test]
-    fn matches_ordered_reference() {
-        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(7);
+    fn ties_stay_fifo_across_splits() {
         let mut q = EventQueue::new();
-        let mut reference = std::collections::BTreeSet::new(); // (time, push order)
-        let mut pushed = 0u32;
-        let mut now = 0;
-        for round in 0..20_000 {
-            let grow = round < 10_000;
-            if grow || rng.random_bool(0.3) {
-                for _ in 0..rng.random_range(1..4) {
-                    let t = now + rng.random_range(0..50);
-                    q.push(t, k(pushed));
-                    reference.insert((t, pushed));
-                    pushed += 1;
-                }
-            }
-            if !grow || rng.random_bool(0.5) {
-                let want = reference.pop_first();
-                let got = q.pop().map(|e| (e.time(), e.slot()));
-                assert_eq!(got, want, "round {round}");
-                if let Some((t, _)) = got {
-                    now = t;
-                }
-                assert_eq!(q.len(), reference.len());
-            }
-        }
-        assert!(pushed > 20_000);
+        let far = 5 * 64 * 64 * 64 + 7;
+        q.push(far, 0);
+        q.push(100, 1);
+        q.push(far, 2);
+        assert_eq!(q.pop().map(|e| (e.time(), e.slot())), Some((100, 1)));
+        // `base` is now 100: `far` is still at the same level, pushed behind.
+        q.push(far, 3);
+        q.push(far - 64 * 64, 4);
+        assert_eq!(q.pop().map(|e| (e.time(), e.slot())), Some((far - 4096, 4)));
+        // `base` moved into `far`'s 4096 ns block: a new tie goes elsewhere
+        // first, then the split brings the older ones down in order.
+        q.push(far, 5);
+        assert_eq!(q.pop().map(|e| e.slot()), Some(0));
+        q.push(far, 6); // at the instant being popped: after the others
+        let rest: Vec<u32> = std::iter::from_fn(|| q.pop().map(|e| e.slot())).collect();
+        assert_eq!(rest, vec![2, 3, 5, 6]);
     }
 
-    /// The classic hold model (pop one, push one later) for several times
-    /// `SEQ_LIMIT` events, with ties: renumbering keeps the order exact.
     #[test]
-    fn order_survives_sequence_renumbering() {
+    fn extreme_times() {
+        let mut q = EventQueue::new();
+        q.push(Time::MAX, 0);
+        q.push(0, 1);
+        q.push(Time::MAX - 1, 2);
+        q.push(Time::MAX, 3);
+        q.push(1 << 63, 4);
+        let got: Vec<(Time, u32)> =
+            std::iter::from_fn(|| q.pop().map(|e| (e.time(), e.slot()))).collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, 1),
+                (1 << 63, 4),
+                (Time::MAX - 1, 2),
+                (Time::MAX, 0),
+                (Time::MAX, 3)
+            ]
+        );
+    }
+
+    /// A limit before the next bucket leaves `base` alone, so events can
+    /// still be scheduled between the limit and that bucket.
+    #[test]
+    fn limit_does_not_move_base_past_it() {
+        let mut q = EventQueue::new();
+        q.push(1_000_000, 0);
+        assert_eq!(q.pop_until(500), Next::Later);
+        q.push(600, 1); // what run_until(500) then a schedule at 600 does
+        assert_eq!(q.pop_until(599), Next::Later);
+        assert_eq!(
+            q.pop_until(600),
+            Next::Due(Entry { time: 600, slot: 1 }, NO_SLOT)
+        );
+        assert_eq!(q.pop_until(999_999), Next::Later);
+        assert_eq!(
+            q.pop_until(Time::MAX),
+            Next::Due(
+                Entry {
+                    time: 1_000_000,
+                    slot: 0
+                },
+                NO_SLOT
+            )
+        );
+        assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "before the current time")]
+    fn pushing_into_the_past_is_refused() {
+        let mut q = EventQueue::new();
+        q.push(100, 0);
+        q.pop();
+        q.push(99, 1);
+    }
+
+    /// Against the reference heap: random delays over several scales (many
+    /// ties, level-0 to level-5 distances), pops interleaved with pushes as a
+    /// run does, limits like `run_until`'s, the size growing to thousands and
+    /// draining to empty (so buckets empty and refill) several times.
+    #[test]
+    fn matches_reference_heap() {
+        for seed in 0..8 {
+            let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+            let mut q = EventQueue::new();
+            let mut r = Reference::default();
+            let mut now: Time = rng.random_range(0..1 << 40);
+            let mut slot = 0u32;
+            for round in 0..60_000 {
+                let phase = (round / 5_000) % 3; // grow, steady, drain
+                let pushes = match phase {
+                    0 => rng.random_range(1..4),
+                    1 => rng.random_range(0..3),
+                    _ => usize::from(rng.random_bool(0.1)),
+                };
+                for _ in 0..pushes {
+                    let scale = [4, 64, 1000, 5000, 300_000, 1 << 31][rng.random_range(0..6)];
+                    let t = now + rng.random_range(0..scale);
+                    q.push(t, slot);
+                    r.push(t, slot);
+                    slot += 1;
+                }
+                let limit = if rng.random_bool(0.05) {
+                    now + rng.random_range(0..2000)
+                } else {
+                    Time::MAX
+                };
+                let want = r.pop_until(limit);
+                let got = without_hint(q.pop_until(limit));
+                assert_eq!(got, want, "seed {seed} round {round}");
+                match got {
+                    Next::Due(e, _) => now = e.time(),
+                    // What run_until does: time moves to the limit.
+                    Next::Later => now = now.max(limit),
+                    Next::Empty => {}
+                }
+                assert_eq!(q.len(), r.heap.len());
+            }
+            while let Next::Due(e, _) = r.pop_until(Time::MAX) {
+                assert_eq!(q.pop(), Some(e));
+            }
+            assert_eq!(q.pop_until(Time::MAX), Next::Empty);
+        }
+    }
+
+    /// The classic hold model (pop one, push one a little later, with ties),
+    /// a long run: buckets are reused many times over and times cross many
+    /// block boundaries at every level up to 4 (delays on a 1 us grid, so
+    /// ties are common).
+    #[test]
+    fn hold_model_matches_reference() {
         let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(9);
         let mut q = EventQueue::new();
-        let mut reference = std::collections::BTreeSet::new(); // (time, push order)
-        let mut pushed = 0u32;
-        for _ in 0..500 {
-            let t = rng.random_range(0..20);
-            q.push(t, pushed);
-            reference.insert((t, pushed));
-            pushed += 1;
+        let mut r = Reference::default();
+        let mut slot = 0;
+        for _ in 0..1000 {
+            let t = rng.random_range(0..200) * 1000;
+            q.push(t, slot);
+            r.push(t, slot);
+            slot += 1;
         }
-        for _ in 0..4 * SEQ_LIMIT {
-            let want = reference.pop_first().unwrap();
-            let got = q.pop().map(|e| (e.time(), e.slot())).unwrap();
+        for _ in 0..300_000 {
+            let want = r.pop_until(Time::MAX);
+            let got = without_hint(q.pop_until(Time::MAX));
             assert_eq!(got, want);
-            let t = got.0 + rng.random_range(0..20);
-            q.push(t, pushed);
-            reference.insert((t, pushed));
-            pushed += 1;
+            let Next::Due(e, _) = got else { unreachable!() };
+            let d = if rng.random_bool(0.2) {
+                rng.random_range(0..3)
+            } else {
+                rng.random_range(0..200) * 1000
+            };
+            let t = e.time() + d;
+            q.push(t, slot);
+            r.push(t, slot);
+            slot += 1;
         }
-        assert!(u64::from(pushed) > 4 * SEQ_LIMIT);
+        assert!(q.base > 64 * 64 * 64 * 64);
     }
 }

@@ -70,18 +70,6 @@ impl<T> Slab<T> {
         slot.val.take()
     }
 
-    /// Removes the entry in slot `idx` whatever its generation (for owners that
-    /// never keep a stale index).
-    #[inline]
-    pub fn remove_at(&mut self, idx: u32) -> Option<T> {
-        let slot = self.slots.get_mut(idx as usize)?;
-        let val = slot.val.take()?;
-        slot.gen = slot.gen.wrapping_add(1);
-        self.free.push(idx);
-        self.len -= 1;
-        Some(val)
-    }
-
     pub fn len(&self) -> usize {
         self.len
     }

@@ -13,12 +13,28 @@ const WORDS: usize = 3;
 
 pub(crate) struct SmallFn {
     buf: MaybeUninit<[usize; WORDS]>,
+    /// How to call or drop what `buf` holds (one pointer, so a `SmallFn` is
+    /// four words: it is moved several times per event).
+    vtable: &'static VTable,
+    /// The closure may hold `Rc`s: not `Send`, not `Sync`.
+    _not_send: PhantomData<*const ()>,
+}
+
+struct VTable {
     /// Moves the closure out of `buf` and calls it.
     call: unsafe fn(*mut u8),
     /// Drops the closure in `buf` without calling it.
     drop: unsafe fn(*mut u8),
-    /// The closure may hold `Rc`s: not `Send`, not `Sync`.
-    _not_send: PhantomData<*const ()>,
+}
+
+/// The vtable of closures of type `F` (a promoted constant: one static per `F`).
+struct VTableOf<F>(PhantomData<F>);
+
+impl<F: FnOnce()> VTableOf<F> {
+    const VTABLE: &'static VTable = &VTable {
+        call: call_impl::<F>,
+        drop: drop_impl::<F>,
+    };
 }
 
 unsafe fn call_impl<F: FnOnce()>(p: *mut u8) {
@@ -57,8 +73,7 @@ impl SmallFn {
         unsafe { std::ptr::write(buf.as_mut_ptr() as *mut F, f) };
         SmallFn {
             buf,
-            call: call_impl::<F>,
-            drop: drop_impl::<F>,
+            vtable: VTableOf::<F>::VTABLE,
             _not_send: PhantomData,
         }
     }
@@ -69,14 +84,14 @@ impl SmallFn {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: `buf` holds the closure `call` was made for; `this` is never
         // dropped, so the closure is moved out exactly once (even if it panics).
-        unsafe { (this.call)(this.buf.as_mut_ptr() as *mut u8) }
+        unsafe { (this.vtable.call)(this.buf.as_mut_ptr() as *mut u8) }
     }
 }
 
 impl Drop for SmallFn {
     fn drop(&mut self) {
         // SAFETY: `buf` holds the closure (`call` was not run: it forgets self).
-        unsafe { (self.drop)(self.buf.as_mut_ptr() as *mut u8) }
+        unsafe { (self.vtable.drop)(self.buf.as_mut_ptr() as *mut u8) }
     }
 }
 
