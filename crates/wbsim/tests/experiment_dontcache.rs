@@ -1,39 +1,10 @@
 //! Experiment E5 `dontcache` on short runs of the built-in scenario:
 //! direction and rough size of each effect (experiments.md E5).
 
+mod common;
+use common::{builtin as scenario, run_variant, stat};
+
 use wbsim::experiment::results::Results;
-use wbsim::experiment::runner::{run_one, RunOptions};
-use wbsim::experiment::scenario::{load, Scenario};
-
-fn scenario(name: &str) -> Scenario {
-    let path = format!("{}/../../scenarios/{name}.toml", env!("CARGO_MANIFEST_DIR"));
-    load(&path).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn run(s: &Scenario, variant: &str) -> Results {
-    let v = s.variant(variant).unwrap_or_else(|e| panic!("{e}"));
-    let r = run_one(
-        s,
-        &v,
-        s.seed,
-        &RunOptions {
-            quick: true,
-            ..RunOptions::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        r.invariants.violations.is_empty(),
-        "{:?}",
-        r.invariants.violations
-    );
-    r
-}
-
-fn stat(r: &Results, m: &str, s: &str) -> f64 {
-    r.stat(m, s)
-        .unwrap_or_else(|| panic!("{} [{}]: no metric {m} {s}", r.scenario, r.variant))
-}
 
 fn bw(r: &Results, job: &str) -> f64 {
     stat(r, &format!("fio.{job}.write_bw"), "value")
@@ -43,8 +14,8 @@ fn bw(r: &Results, job: &str) -> f64 {
 #[test]
 fn e5_kick_beats_inline_and_leaves_buffered_and_direct_alone() {
     let s = scenario("dontcache");
-    let inline = run(&s, "inline");
-    let kick = run(&s, "kick");
+    let inline = run_variant(&s, "inline", true);
+    let kick = run_variant(&s, "kick", true);
 
     // Sequential RWF_DONTCACHE: kick gives more throughput and a lower tail.
     let (bi, bk) = (

@@ -1,34 +1,10 @@
 //! Experiment E3 `lazy-umount` on short runs of the built-in scenarios:
 //! direction and rough size of each effect (experiments.md E3).
 
+mod common;
+use common::{builtin as scenario, run_variant};
+
 use wbsim::experiment::results::Results;
-use wbsim::experiment::runner::{run_one, RunOptions};
-use wbsim::experiment::scenario::{load, Scenario};
-
-fn scenario(name: &str) -> Scenario {
-    let path = format!("{}/../../scenarios/{name}.toml", env!("CARGO_MANIFEST_DIR"));
-    load(&path).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn run(s: &Scenario, variant: &str) -> Results {
-    let v = s.variant(variant).unwrap_or_else(|e| panic!("{e}"));
-    let r = run_one(
-        s,
-        &v,
-        s.seed,
-        &RunOptions {
-            quick: true,
-            ..RunOptions::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        r.invariants.violations.is_empty(),
-        "{:?}",
-        r.invariants.violations
-    );
-    r
-}
 
 fn mean(r: &Results, m: &str) -> f64 {
     r.stat(m, "mean")
@@ -38,8 +14,8 @@ fn mean(r: &Results, m: &str) -> f64 {
 #[test]
 fn rt_sync_umount_costs_one_normal_grace_period_and_deferred_lazy_is_much_faster() {
     let s = scenario("lazy-umount");
-    let sync = run(&s, "sync");
-    let deferred = run(&s, "deferred");
+    let sync = run_variant(&s, "sync", true);
+    let deferred = run_variant(&s, "deferred", true);
     // One RT normal grace period (~21 ms) plus umount(8) start (~3 ms).
     let u = mean(&sync, "umount.elapsed");
     assert!((18.0..32.0).contains(&u), "sync umount {u} ms");
@@ -62,8 +38,8 @@ fn rt_sync_umount_costs_one_normal_grace_period_and_deferred_lazy_is_much_faster
 #[test]
 fn device_reuse_right_after_lazy_umount_gets_ebusy_only_when_deferred() {
     let s = scenario("lazy-umount");
-    let sync = run(&s, "sync");
-    let deferred = run(&s, "deferred");
+    let sync = run_variant(&s, "sync", true);
+    let deferred = run_variant(&s, "deferred", true);
     assert_eq!(
         sync.stat("reuse_device.EBUSY", "value"),
         None,
@@ -76,7 +52,7 @@ fn device_reuse_right_after_lazy_umount_gets_ebusy_only_when_deferred() {
 #[test]
 fn non_rt_umounts_tmpfs_fast_and_dirty_data_costs_its_write_time() {
     let s = scenario("lazy-umount-nonrt");
-    let r = run(&s, "sync");
+    let r = run_variant(&s, "sync", true);
     for mode in ["umount", "lazy"] {
         let t = mean(&r, &format!("umount.tmpfs.clean.{mode}.call"));
         assert!(t < 1.0, "tmpfs {mode} took {t} ms");

@@ -3,25 +3,14 @@
 //! balance_dirty_pages pauses). Each would fail on a wrong throttling or
 //! flusher model.
 
+mod common;
+use common::run_text as run;
+
 use wbsim::experiment::results::{Results, SeriesPoint};
-use wbsim::experiment::runner::{run_one, RunOptions};
-use wbsim::experiment::scenario::parse_str;
 
 const MIB: f64 = 1_048_576.0;
 const PAGE: f64 = 4096.0;
 const SEC: u64 = 1_000_000_000;
-
-fn run(text: &str) -> Results {
-    let sc = parse_str(text, "t.toml").expect("scenario parses");
-    let v = sc.variant("default").expect("variant");
-    let r = run_one(&sc, &v, 1, &RunOptions::default()).expect("run");
-    assert!(
-        r.invariants.violations.is_empty(),
-        "{:?}",
-        r.invariants.violations
-    );
-    r
-}
 
 fn series<'a>(r: &'a Results, name: &str) -> &'a [SeriesPoint] {
     r.series

@@ -1,0 +1,43 @@
+//! Helpers shared by the experiment and behaviour tests: load a built-in
+//! scenario, run a variant (quick or full) and insist on clean invariants,
+//! read a statistic with a message naming the run.
+#![allow(dead_code)]
+
+use wbsim::experiment::results::Results;
+use wbsim::experiment::runner::{run_one, RunOptions};
+use wbsim::experiment::scenario::{load, parse_str, Scenario};
+
+/// The built-in scenario `scenarios/NAME.toml`.
+pub fn builtin(name: &str) -> Scenario {
+    let path = format!("{}/../../scenarios/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+    load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs `variant` of `s` with the scenario's seed, in its `--quick` form when
+/// `quick`, and checks the invariants held.
+pub fn run_variant(s: &Scenario, variant: &str, quick: bool) -> Results {
+    let v = s.variant(variant).unwrap_or_else(|e| panic!("{e}"));
+    let opts = RunOptions {
+        quick,
+        ..RunOptions::default()
+    };
+    let r = run_one(s, &v, s.seed, &opts).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        r.invariants.violations.is_empty(),
+        "{:?}",
+        r.invariants.violations
+    );
+    r
+}
+
+/// Parses scenario text and runs its single (default) variant.
+pub fn run_text(text: &str) -> Results {
+    let sc = parse_str(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    run_variant(&sc, "default", false)
+}
+
+/// Statistic `s` of metric `m`, or a panic naming the run.
+pub fn stat(r: &Results, m: &str, s: &str) -> f64 {
+    r.stat(m, s)
+        .unwrap_or_else(|| panic!("{} [{}]: no metric {m} {s}", r.scenario, r.variant))
+}
