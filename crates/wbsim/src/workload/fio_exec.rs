@@ -231,7 +231,8 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
         next_file: 0,
         issued: 0,
         limit,
-        deadline: job.runtime_ns.map(|r| now + r),
+        // fio: ramp_time is lead-in time that extends `runtime`.
+        deadline: job.runtime_ns.map(|r| now + job.ramp_time_ns + r),
         writes_since_fsync: 0,
         rng: sim.rng(&format!("fio.{}.{jobnum}", job.name)),
         measure_from: now + job.ramp_time_ns,
