@@ -28,11 +28,17 @@ pub const EXT4_WRITE_PAGE_NS: Time = 1_170;
 /// inode locking, timestamps), ns. Measured like the per-page cost:
 /// R - 1 us - per page = 4.95 - 1 - 1.17 us.
 pub const EXT4_WRITE_CALL_NS: Time = 2_780;
-/// CPU per page submitted by `ext4_writepages` (page walk, delalloc block
-/// mapping, bio building), ns: 0.19 us. Measured with `wbsim probe dontcache`
-/// (docs/probe/dontcache.json): an RWF_DONTCACHE 1 MiB write took 352.3 us p50
-/// against 303.4 us buffered: 48.9 us for 256 pages.
-pub const EXT4_WRITEPAGE_NS: Time = 190;
+/// CPU per page submitted by `ext4_writepages` beyond the per-call cost
+/// below (page walk, bio building), ns: 0.14 us. Measured like xfs's
+/// (docs/probe/dontcache.json): one inline writepages call cost 48.9 us for a
+/// 1 MiB dontcache write and 12.4 us for a 4 KiB one; per page =
+/// (48.9 - 12.4) / 255 us.
+pub const EXT4_WRITEPAGE_NS: Time = 143;
+/// CPU of one `ext4_writepages` call that writes something, besides its
+/// pages (journal handle, block mapping and allocation, bio setup,
+/// submission), ns: 12.25 us. Measured as above: 12.4 us - 1 page. On a
+/// shared 2-vCPU VM; an upper bound for a quiet machine.
+pub const EXT4_WRITEPAGES_CALL_NS: Time = 12_250;
 /// Bytes written per jbd2 commit (descriptor, metadata blocks, commit block):
 /// 16 KiB, a small transaction.
 pub const EXT4_COMMIT_BYTES: u64 = 16 << 10;
@@ -78,6 +84,9 @@ impl Filesystem for Ext4 {
     }
     fn writepage_ns(&self) -> Time {
         EXT4_WRITEPAGE_NS
+    }
+    fn writepages_call_ns(&self) -> Time {
+        EXT4_WRITEPAGES_CALL_NS
     }
     fn fsync_commit<'a>(
         &'a self,

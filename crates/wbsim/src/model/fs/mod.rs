@@ -97,6 +97,11 @@ pub trait Filesystem {
     }
     /// CPU per page submitted by writepages (page walk, bio building), ns.
     fn writepage_ns(&self) -> Time;
+    /// CPU of one `->writepages` call that writes at least one page, besides
+    /// the per-page cost (block mapping, allocation, ioend/bio setup), ns.
+    fn writepages_call_ns(&self) -> Time {
+        0
+    }
     /// Writes dirty pages of `inode` as `wbc` asks (`->writepages`).
     fn writepages<'a>(
         &'a self,

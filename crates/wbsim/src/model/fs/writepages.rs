@@ -129,6 +129,7 @@ pub async fn generic_writepages(
     let cyclic_start = index;
     let mut wrapped = false;
     let per_page = sb.fs.writepage_ns();
+    let mut first_batch = true;
     while wbc.nr_to_write > 0 && tagged > 0 {
         let take = batch.min(wbc.nr_to_write as u64).min(tagged);
         let (ranges, delta) = inode.mapping.borrow_mut().start_writeback(index, end, take);
@@ -143,7 +144,13 @@ pub async fn generic_writepages(
         }
         account_delta(m, inode.wb().as_ref(), &delta);
         let pages: u64 = ranges.iter().map(|(s, e)| e - s).sum();
-        m.sched.cpu(pages * per_page).await;
+        let call = if first_batch {
+            first_batch = false;
+            sb.fs.writepages_call_ns()
+        } else {
+            0
+        };
+        m.sched.cpu(call + pages * per_page).await;
         for &(s, e) in &ranges {
             submit_page_range(m, sb, inode, s, e).await;
         }

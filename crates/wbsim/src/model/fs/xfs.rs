@@ -56,12 +56,19 @@ pub const XFS_WRITE_PAGE_NS: Time = 370;
 /// inode locking, timestamps), ns. Measured like the per-page cost:
 /// R - 1 us - per page = 3.62 - 1 - 0.37 us.
 pub const XFS_WRITE_CALL_NS: Time = 2_250;
-/// CPU per page submitted by `xfs_vm_writepages` (iomap writeback, extent
-/// mapping, bio building), ns: 0.16 us. Measured with `wbsim probe dontcache`
-/// (docs/probe/dontcache.json): an RWF_DONTCACHE 1 MiB write, which writes its
-/// range back inline, took 140.3 us p50 against 98.4 us buffered: 41.9 us for
-/// 256 pages.
-pub const XFS_WRITEPAGE_NS: Time = 160;
+/// CPU per page submitted by `xfs_vm_writepages` beyond the per-call cost
+/// below (page walk, bio building), ns: 0.03 us. Measured with `wbsim probe
+/// dontcache` (docs/probe/dontcache.json): an RWF_DONTCACHE write starts
+/// writeback of its range inline, so its p50 latency minus the buffered one is
+/// one writepages call: 41.9 us for a 1 MiB write (256 pages), 34.3 us for a
+/// 4 KiB one; per page = (41.9 - 34.3) / 255 us.
+pub const XFS_WRITEPAGE_NS: Time = 30;
+/// CPU of one `xfs_vm_writepages` call that writes something, besides its
+/// pages (`xfs_map_blocks` under the ilock, delalloc conversion in a
+/// transaction for new blocks, ioend and bio setup, submission), ns: 34.2 us.
+/// Measured as above: 34.3 us - 1 page. On a shared 2-vCPU VM; an upper bound
+/// for a quiet machine.
+pub const XFS_WRITEPAGES_CALL_NS: Time = 34_200;
 /// Bytes of one iclog write (a log force): 32 KiB, the default log buffer
 /// size (`logbsize` = 32k, xfs(5)).
 pub const XFS_ICLOG_BYTES: u64 = 32 << 10;
@@ -134,6 +141,9 @@ impl Filesystem for Xfs {
     }
     fn writepage_ns(&self) -> Time {
         XFS_WRITEPAGE_NS
+    }
+    fn writepages_call_ns(&self) -> Time {
+        XFS_WRITEPAGES_CALL_NS
     }
     fn writepages<'a>(
         &'a self,
