@@ -107,12 +107,17 @@ struct Task {
     waiting_on: Option<Cow<'static, str>>,
 }
 
+struct Core {
+    queue: EventQueue,
+    timers: TimerTable,
+}
+
 struct Inner {
     seed: u64,
     now: Cell<Time>,
-    queue: RefCell<EventQueue>,
-    /// Timer callbacks by slot (a waker's timer calls `wake`).
-    timers: RefCell<TimerTable>,
+    /// Pending timers: the event queue and the callbacks by slot (a waker's
+    /// timer calls `wake`), under one borrow.
+    core: RefCell<Core>,
     tasks: RefCell<Slab<Task>>,
     ready: Rc<RefCell<VecDeque<Rc<WakeHandle>>>>,
     current: Cell<Option<TaskId>>,
@@ -184,8 +189,10 @@ impl Sim {
         Sim(Rc::new(Inner {
             seed,
             now: Cell::new(0),
-            queue: RefCell::new(EventQueue::new()),
-            timers: RefCell::new(TimerTable::new()),
+            core: RefCell::new(Core {
+                queue: EventQueue::new(),
+                timers: TimerTable::new(),
+            }),
             tasks: RefCell::new(Slab::new()),
             ready: Rc::new(RefCell::new(VecDeque::new())),
             current: Cell::new(None),
@@ -225,7 +232,7 @@ impl Sim {
 
     /// Timers still pending (not fired, not cancelled).
     pub fn pending_timers(&self) -> usize {
-        self.0.timers.borrow().live()
+        self.0.core.borrow().timers.live()
     }
 
     /// Live tasks.
@@ -381,14 +388,15 @@ impl Sim {
     #[inline(always)]
     fn add_timer(&self, at: Time, f: SmallFn) -> TimerId {
         let at = at.max(self.now());
-        let key = self.0.timers.borrow_mut().insert(f);
-        self.0.queue.borrow_mut().push(at, key.idx);
+        let mut core = self.0.core.borrow_mut();
+        let key = core.timers.insert(f);
+        core.queue.push(at, key.idx);
         TimerId(key)
     }
 
     /// Cancels a pending timer. Returns whether it was still pending.
     pub fn cancel_timer(&self, id: TimerId) -> bool {
-        let t = self.0.timers.borrow_mut().cancel(id.0);
+        let t = self.0.core.borrow_mut().timers.cancel(id.0);
         let pending = t.is_some();
         // The payload (a waker or a closure) is dropped outside the borrow.
         drop(t);
@@ -507,26 +515,31 @@ impl Sim {
             if !cond() {
                 return Ok(RunOutcome::Condition);
             }
-            let next = self.0.queue.borrow_mut().pop_until(limit);
-            let e = match next {
-                Next::Due(e, next) => {
-                    // Started now, the load of the next timer's slot overlaps
-                    // this event's work.
-                    self.0.timers.borrow().prefetch(next);
-                    e
-                }
-                Next::Empty => return self.finish(),
-                Next::Later => {
-                    // Never backwards (a limit already passed leaves `now`).
-                    self.0.now.set(limit.max(self.now()));
-                    return Ok(RunOutcome::TimeLimit);
+            let (time, f) = {
+                let mut core = self.0.core.borrow_mut();
+                match core.queue.pop_until(limit) {
+                    Next::Due(e, next) => {
+                        // Started now, the load of the next timer's slot
+                        // overlaps this event's work.
+                        core.timers.prefetch(next);
+                        (e.time(), core.timers.fire(e.slot()))
+                    }
+                    Next::Empty => {
+                        drop(core);
+                        return self.finish();
+                    }
+                    Next::Later => {
+                        drop(core);
+                        // Never backwards (a limit already passed leaves `now`).
+                        self.0.now.set(limit.max(self.now()));
+                        return Ok(RunOutcome::TimeLimit);
+                    }
                 }
             };
-            let f = self.0.timers.borrow_mut().fire(e.slot());
             let Some(f) = f else {
                 continue; // cancelled
             };
-            self.0.now.set(e.time());
+            self.0.now.set(time);
             self.0.events.set(self.0.events.get() + 1);
             f.call();
         }

@@ -1,7 +1,9 @@
 //! `SmallFn`: a `FnOnce()` kept inline, without a heap allocation, when it is
-//! small (captures of up to three words, the common case: an `Rc` to a model
-//! component and an index or two); a larger closure is boxed and the box is
-//! kept inline. Timer callbacks are created and consumed once per event, so
+//! small (captures of up to two words, the common case: an `Rc` to a model
+//! component and an index, or a `Waker`); a larger closure is boxed and the
+//! box is kept inline. Three words in all, so that a timer-table slot (a
+//! `SmallFn`, a generation and a free-list link) is 32 bytes, half a cache
+//! line. Timer callbacks are created and consumed once per event, so
 //! saving an allocation and a free per event is a measurable part of the
 //! engine's cost (about a tenth on PHOLD).
 
@@ -9,12 +11,12 @@ use std::marker::PhantomData;
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 
 /// Inline capacity, in words.
-const WORDS: usize = 3;
+const WORDS: usize = 2;
 
 pub(crate) struct SmallFn {
     buf: MaybeUninit<[usize; WORDS]>,
     /// How to call or drop what `buf` holds (one pointer, so a `SmallFn` is
-    /// four words: it is moved several times per event).
+    /// three words: it is moved several times per event).
     vtable: &'static VTable,
     /// The closure may hold `Rc`s: not `Send`, not `Sync`.
     _not_send: PhantomData<*const ()>,
