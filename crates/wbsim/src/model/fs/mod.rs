@@ -97,6 +97,10 @@ pub trait Filesystem {
     }
     /// CPU per page submitted by writepages (page walk, bio building), ns.
     fn writepage_ns(&self) -> Time;
+    /// CPU to free one page of an evicted inode's cache or data, ns.
+    fn evict_page_ns(&self) -> Time {
+        super_::TRUNCATE_PAGE_NS
+    }
     /// CPU of one `->writepages` call that writes at least one page, besides
     /// the per-page cost (block mapping, allocation, ioend/bio setup), ns.
     fn writepages_call_ns(&self) -> Time {

@@ -47,8 +47,9 @@ pub const SHRINK_DCACHE_DENTRY_NS: Time = 200;
 /// CPU to evict one unused inode in `evict_inodes` (`evict`: list removals,
 /// `->evict_inode`, `destroy_inode`), ns: 1 us. Estimate, order of magnitude.
 pub const EVICT_INODE_NS: Time = 1_000;
-/// CPU to free one page of an evicted inode's page cache or tmpfs data
-/// (`truncate_inode_pages_final`, batched folio freeing), ns: 50 ns. Estimate
+/// CPU to free one page of an evicted inode's page cache
+/// (`truncate_inode_pages_final`, batched folio freeing), ns: 50 ns; the
+/// default of `Filesystem::evict_page_ns` (tmpfs has its own). Estimate
 /// (freeing order-0 folios in batches runs at tens of millions per second).
 pub const TRUNCATE_PAGE_NS: Time = 50;
 /// Fixed CPU of `deactivate_locked_super` + `generic_shutdown_super` outside
@@ -307,6 +308,6 @@ async fn evict(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
     }
     sb.inodes.borrow_mut().remove(&inode.ino);
     if freed > 0 {
-        m.sched.cpu(freed * TRUNCATE_PAGE_NS).await;
+        m.sched.cpu(freed * sb.fs.evict_page_ns()).await;
     }
 }
