@@ -11,8 +11,8 @@
 
 use std::rc::Rc;
 
+use super::actor::{ActorConfig, Repeat, Step, StepOp};
 use super::world::World;
-use crate::experiment::scenario::{ActorConfig, Repeat, Step, StepOp};
 use crate::model::fs::read_write::{vfs_read, vfs_write, IoFlags};
 use crate::model::fs::super_::SuperBlock;
 use crate::model::fs::sync::{ksys_sync, sync_filesystem, vfs_fsync};

@@ -10,6 +10,7 @@
 //! `RWF_DONTCACHE` (`mm/filemap.c`), `fsync(2)` and `O_DIRECT`; this module only
 //! describes them.
 
+pub mod actor;
 pub mod actor_exec;
 pub mod fio;
 pub mod fio_exec;
