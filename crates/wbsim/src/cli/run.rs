@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args as ClapArgs;
 
+use crate::experiment::report::input::run_stem;
 use crate::experiment::results::Results;
 use crate::experiment::runner::{plan, run_one, RunOptions};
 use crate::experiment::scenario;
@@ -32,25 +33,9 @@ pub struct Args {
     pub repeat: Option<u32>,
 }
 
-/// The file name of one run's results.
-pub fn results_file_name(r: &Results) -> String {
-    let clean = |s: &str| {
-        s.chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect::<String>()
-    };
-    format!(
-        "{}__{}__seed{}.json",
-        clean(&r.scenario),
-        clean(&r.variant),
-        r.seed
-    )
+/// The file name of one run's results (the same as `wbsim reproduce` writes).
+fn results_file_name(r: &Results) -> String {
+    format!("{}.json", run_stem(&r.scenario, &r.variant, r.seed))
 }
 
 pub fn run(a: Args) -> anyhow::Result<i32> {

@@ -46,17 +46,24 @@ pub struct RunError {
     pub message: String,
 }
 
+/// Runs per variant and sweep point: `--repeat`, else the scenario's
+/// `quick_repeat` under `--quick`, else its `repeat`.
+pub fn repetitions(scenario: &Scenario, opts: &RunOptions) -> u32 {
+    match (opts.repeat, opts.quick) {
+        (Some(n), _) => n,
+        (None, true) => scenario.quick_repeat,
+        (None, false) => scenario.repeat,
+    }
+    .max(1)
+}
+
 /// The runs a scenario asks for: every variant x sweep point x repetition, as
 /// (variant, seed) in a fixed order.
 pub fn plan(
     scenario: &Scenario,
     opts: &RunOptions,
 ) -> Result<Vec<(ResolvedVariant, u64)>, super::scenario::ScenarioError> {
-    let reps = match (opts.repeat, opts.quick) {
-        (Some(n), _) => n,
-        (None, true) => scenario.quick_repeat,
-        (None, false) => scenario.repeat,
-    };
+    let reps = repetitions(scenario, opts);
     let mut out = Vec::new();
     for v in scenario.variant_names() {
         for p in scenario.sweep_points() {
@@ -105,11 +112,12 @@ pub fn run_one(
     for (actor, cg) in scenario.actors.iter().zip(actor_cgroups) {
         spawn_actor(&world, actor, cg, ops.clone());
     }
-    let devs: Vec<_> = devices
-        .iter()
-        .map(|(n, d)| (n.clone(), d.clone()))
-        .collect();
-    let samples = sampler::start(&world, &devs, scenario.measure.sample_interval_ns, duration);
+    let samples = sampler::start(
+        &world,
+        &devices,
+        scenario.measure.sample_interval_ns,
+        duration,
+    );
     let has_finite = world.active.get() > 0;
     let w2 = world.clone();
     let outcome = sim.run_while(duration, move || {

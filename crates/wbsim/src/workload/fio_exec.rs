@@ -121,7 +121,7 @@ fn resolve(root: &str, f: &str) -> String {
 }
 
 /// What the lanes of one clone share: the issue position and counters.
-struct Clone_ {
+struct CloneState {
     files: Vec<File>,
     file_size: u64,
     /// Next sequential offset per file.
@@ -137,7 +137,8 @@ struct Clone_ {
     /// When statistics start (after ramp_time), ns.
     measure_from: Time,
     started: Time,
-    failed: bool,
+    /// The errno that stopped the clone (fio's `error`), if any.
+    error: Option<&'static str>,
 }
 
 /// One I/O to issue.
@@ -148,9 +149,9 @@ struct Io {
     write: bool,
 }
 
-impl Clone_ {
+impl CloneState {
     fn next(&mut self, job: &FioJob, now: Time) -> Option<Io> {
-        if self.failed || self.deadline.is_some_and(|d| now >= d) {
+        if self.error.is_some() || self.deadline.is_some_and(|d| now >= d) {
             return None;
         }
         if self.limit.is_some_and(|l| self.issued >= l) {
@@ -224,7 +225,7 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
                 .saturating_mul(u64::from(job.loops.max(1))),
         )
     };
-    let st = Rc::new(RefCell::new(Clone_ {
+    let st = Rc::new(RefCell::new(CloneState {
         seq_pos: vec![0; files.len()],
         files,
         file_size,
@@ -237,7 +238,7 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
         rng: sim.rng(&format!("fio.{}.{jobnum}", job.name)),
         measure_from: now + job.ramp_time_ns,
         started: now,
-        failed: false,
+        error: None,
     }));
     {
         let mut jobs = w.jobs.borrow_mut();
@@ -278,8 +279,8 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
             hist_record(&mut w.jobs.borrow_mut()[stats_id].sync_lat, sim.now() - t0);
         }
     }
-    let failed = st.borrow().failed;
-    finish_stats(w, stats_id, failed.then_some("EOPNOTSUPP"), io_done);
+    let error = st.borrow().error;
+    finish_stats(w, stats_id, error, io_done);
 }
 
 fn finish_stats(w: &World, stats_id: usize, error: Option<&str>, now: Time) {
@@ -292,7 +293,7 @@ fn finish_stats(w: &World, stats_id: usize, error: Option<&str>, now: Time) {
     }
 }
 
-async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<Clone_>>, stats_id: usize) {
+async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, stats_id: usize) {
     let m = &w.m;
     let sim = &m.sim;
     let mut task = TaskDirty::default();
@@ -345,13 +346,10 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<Clone_>>, stats_i
         };
         let now = sim.now();
         if let Err(e) = res {
-            let mut s = st.borrow_mut();
-            s.failed = true;
-            if e == IoError::NotSupported {
-                drop(s);
-                let mut jobs = w.jobs.borrow_mut();
-                jobs[stats_id].error = Some("EOPNOTSUPP".into());
-            }
+            st.borrow_mut().error = Some(match e {
+                IoError::NotSupported => "EOPNOTSUPP",
+                IoError::Again => "EAGAIN",
+            });
             return;
         }
         let measured = now >= st.borrow().measure_from;

@@ -6,6 +6,7 @@
 //! Leaves out running them (reproduce.rs) and the shortened durations of
 //! `--quick` (the runner applies those).
 
+use crate::experiment::runner::{repetitions, RunOptions};
 use crate::experiment::scenario::{ResolvedVariant, Scenario};
 
 /// One run to make.
@@ -21,17 +22,12 @@ pub struct Planned<'s> {
     pub seed: u64,
 }
 
-/// Repetitions of `s`: `[scenario] repeat`, or `quick_repeat` with `--quick`.
-pub fn repetitions(s: &Scenario, quick: bool) -> u32 {
-    if quick {
-        s.quick_repeat.max(1)
-    } else {
-        s.repeat.max(1)
-    }
-}
-
 /// Every run of `scenarios`, in order.
 pub fn plan(scenarios: &[Scenario], quick: bool) -> Vec<Planned<'_>> {
+    let opts = RunOptions {
+        quick,
+        ..RunOptions::default()
+    };
     let mut out = Vec::new();
     for s in scenarios {
         for name in s.variant_names() {
@@ -42,7 +38,7 @@ pub fn plan(scenarios: &[Scenario], quick: bool) -> Vec<Planned<'_>> {
                     (Err(_), Some(i)) => format!("{name}[point {i}]"),
                     (Err(_), None) => name.to_string(),
                 };
-                for rep in 0..repetitions(s, quick) {
+                for rep in 0..repetitions(s, &opts) {
                     out.push(Planned {
                         scenario: s,
                         variant: variant.clone(),

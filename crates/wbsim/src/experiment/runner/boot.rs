@@ -126,12 +126,11 @@ pub fn boot(sim: &Sim, scenario: &Scenario, variant: &ResolvedVariant) -> Result
                 .ok_or_else(|| format!("[[job]] at line {}: no filesystem '{n}'", j.line))?,
             None => "/".to_string(),
         };
-        let jobs: Vec<_> = jf.jobs.into_iter().collect();
         if !j.runs_in(&variant.name) {
             continue;
         }
         job_sets.push(JobSet {
-            jobs,
+            jobs: jf.jobs,
             root,
             cgroup: cg_of(&j.cgroup),
             start_ns: j.start_ns,

@@ -5,6 +5,7 @@
 //! callback (it takes no simulated CPU). Not kernel code.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use sim::Time;
@@ -20,17 +21,18 @@ pub type Samples = Rc<RefCell<Metrics>>;
 /// Starts sampling every `interval` ns until `until`.
 pub fn start(
     world: &Rc<World>,
-    devices: &[(String, BlockDevice)],
+    devices: &BTreeMap<String, BlockDevice>,
     interval: Time,
     until: Time,
 ) -> Samples {
     let samples: Samples = Rc::new(RefCell::new(Metrics::new()));
     let st = Rc::new(State {
         world: world.clone(),
-        devices: devices.to_vec(),
-        last_write_bytes: RefCell::new(
-            devices.iter().map(|(_, d)| d.stats().write_bytes).collect(),
-        ),
+        devices: devices
+            .iter()
+            .map(|(n, d)| (n.clone(), d.clone()))
+            .collect(),
+        last_write_bytes: RefCell::new(devices.values().map(|d| d.stats().write_bytes).collect()),
         samples: samples.clone(),
         interval: interval.max(1),
         until,

@@ -433,6 +433,18 @@ pub(crate) fn build(src: SourceMap) -> R<Scenario> {
         }
         Ok(t)
     };
+    // `start` of a [[job]] or [[actor]]: a duration before the scenario's end.
+    let start_of = |start: &Option<Spanned<toml::Value>>, w: &str| -> R<u64> {
+        match start {
+            Some(s) => before_end(
+                opt(&src, &Some(s.clone()), "start", w, as_duration)?.unwrap_or(0),
+                s.span(),
+                "start",
+                w,
+            ),
+            None => Ok(0),
+        }
+    };
     let mut jobs = Vec::new();
     for (i, j) in raw.job.iter().enumerate() {
         let r = j.get_ref();
@@ -498,15 +510,7 @@ pub(crate) fn build(src: SourceMap) -> R<Scenario> {
             .as_ref()
             .map(|c| cgroup_exists(c, &w))
             .transpose()?;
-        let start_ns = match &r.start {
-            Some(s) => before_end(
-                opt(&src, &Some(s.clone()), "start", &w, as_duration)?.unwrap_or(0),
-                s.span(),
-                "start",
-                &w,
-            )?,
-            None => 0,
-        };
+        let start_ns = start_of(&r.start, &w)?;
         let only_variants = match &r.only_variants {
             Some(list_) => {
                 let mut out = Vec::new();
@@ -573,15 +577,7 @@ pub(crate) fn build(src: SourceMap) -> R<Scenario> {
             .as_ref()
             .map(|c| cgroup_exists(c, &w))
             .transpose()?;
-        let start_ns = match &r.start {
-            Some(s) => before_end(
-                opt(&src, &Some(s.clone()), "start", &w, as_duration)?.unwrap_or(0),
-                s.span(),
-                "start",
-                &w,
-            )?,
-            None => 0,
-        };
+        let start_ns = start_of(&r.start, &w)?;
         let repeat = opt(&src, &r.repeat, "repeat", &w, |v| match v.as_str() {
             Some("forever") => Ok(Repeat::Forever),
             Some(s) => Err(KeyError::invalid(format!(
