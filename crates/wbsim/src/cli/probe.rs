@@ -11,7 +11,7 @@ use clap::Args as ClapArgs;
 pub enum ProbeExperiment {
     /// umount / umount -l latency of tmpfs, xfs, btrfs (clean, dirty, busy).
     Umount,
-    /// Buffered vs RWF_DONTCACHE writes on xfs, ext4, btrfs.
+    /// Buffered vs RWF_DONTCACHE writes on xfs, ext4, btrfs, into empty and fallocated files.
     Dontcache,
     /// 1, 2, 4, 8 sequential buffered writers on xfs, with writeback tracepoints.
     BufferedWrite,

@@ -138,6 +138,7 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
                     bs: BS,
                     pattern: Pattern::Seq,
                     flags: 0,
+                    preallocate: false,
                     end_fsync: true,
                 })
                 .collect();

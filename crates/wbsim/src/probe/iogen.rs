@@ -2,8 +2,12 @@
 //! `ioengine=pvsync2`, for the write flags fio on this machine lacks):
 //! `pwritev2(2)` of `bs` bytes at a time, sequential or in a seeded random
 //! permutation of the file's blocks (each block written once), with flags
-//! 0 (buffered) or `RWF_DONTCACHE`. Completion latency is the wall time of
-//! each call. Not kernel code.
+//! 0 (buffered) or `RWF_DONTCACHE`, into a new file that is either empty
+//! (the file grows with the writes) or preallocated first with
+//! `fallocate(fd, 0, 0, size)` (fio's default `fallocate=native`; on xfs
+//! and ext4 the file is then unwritten extents, converted to written as
+//! each write's I/O completes). Completion latency is the wall time of each
+//! call; the fallocate is not timed. Not kernel code.
 
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -38,6 +42,9 @@ pub struct WriteJob {
     pub pattern: Pattern,
     /// `pwritev2` flags.
     pub flags: i32,
+    /// `fallocate(fd, 0, 0, size)` the new file before the first write
+    /// (outside the timed part).
+    pub preallocate: bool,
     /// fsync at the end (timed separately, like fio `end_fsync=1`).
     pub end_fsync: bool,
 }
@@ -67,6 +74,15 @@ pub fn run(job: &WriteJob, stop: &StopToken) -> anyhow::Result<Outcome> {
     let f = std::fs::File::create_new(&job.path)
         .with_context(|| format!("create {}", job.path.display()))?;
     let fd = f.as_raw_fd();
+    if job.preallocate {
+        sys::fallocate(fd, 0, 0, job.size).with_context(|| {
+            format!(
+                "fallocate(mode 0, offset 0, len {}) of {}",
+                job.size,
+                job.path.display()
+            )
+        })?;
+    }
     let bs = job.bs.max(1);
     let blocks = job.size / bs as u64;
     let mut order: Vec<u64> = (0..blocks).collect();

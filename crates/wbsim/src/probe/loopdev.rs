@@ -131,6 +131,15 @@ impl LoopDev {
             .unwrap_or_default()
     }
 
+    /// The device number as the kernel's tracepoints store it in a `dev`
+    /// field (`MKDEV(major, minor)` = `major << 20 | minor`), from
+    /// `/sys/block/loopN/dev`; None if unreadable.
+    pub fn kernel_dev_t(&self) -> Option<u64> {
+        let s = sys::read_trim(&PathBuf::from(format!("/sys/block/{}/dev", self.name))).ok()?;
+        let (ma, mi) = s.split_once(':')?;
+        Some((ma.parse::<u64>().ok()? << 20) | mi.parse::<u64>().ok()?)
+    }
+
     /// `mkfs` for `fs` on the device (verified first).
     pub fn mkfs(&self, guard: &Guard, fs: Fs) -> anyhow::Result<()> {
         let Some((prog, args)) = fs.mkfs() else {

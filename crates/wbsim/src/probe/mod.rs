@@ -8,7 +8,8 @@
 //!   loop devices, clean and with 64 MiB unsynced; the `umount2(2)` call
 //!   timed in-process and the whole `umount(8)` command; a busy mount.
 //! - `dontcache` ([`dontcache`]): buffered vs `RWF_DONTCACHE` writes on xfs,
-//!   ext4 and btrfs.
+//!   ext4 and btrfs, into new empty files and into files preallocated with
+//!   `fallocate(2)` (fio's default).
 //! - `buffered-write` ([`buffered_write`]): 1, 2, 4, 8 sequential buffered
 //!   writers on xfs, dirty pages over time and writeback tracepoint counts.
 //!
@@ -35,11 +36,16 @@
 //!   during the job) and `fio.<job>.start_dirty`, `fio.<job>.start_cached`
 //!   (MiB, at its start), and the growth `fio.<job>.dirty_growth`,
 //!   `fio.<job>.cache_growth` (MiB, peak - start). dontcache jobs
-//!   `<fs>-<seq|rand>-<buffered|dontcache>`; a refused job has
-//!   `fio.<job>.errno` (e.g. 95, EOPNOTSUPP) and `error` in its fio entry.
-//!   buffered-write jobs `seq-w1`..`seq-w8` also have the series
-//!   `fio.<job>.dirty_pages` and `fio.<job>.writeback_pages` (pages, t in
-//!   ns from the job's start) and tracepoint counts
+//!   `<fs>-<seq|rand|seq4k>-<buffered|dontcache>` (new empty file) and
+//!   `<fs>-<seq|rand|seq4k>-<buffered|dontcache>-falloc` (file
+//!   preallocated with `fallocate(fd, 0, 0, size)` before the timed
+//!   writes); a refused job has `fio.<job>.errno` (e.g. 95, EOPNOTSUPP)
+//!   and `error` in its fio entry. Every xfs job of `dontcache` also has the
+//!   tracepoint counts `fio.<job>.trace.xfs_unwritten_convert`,
+//!   `fio.<job>.trace.xfs_setfilesize` and `fio.<job>.trace.overrun`
+//!   (events per run). buffered-write jobs `seq-w1`..`seq-w8` also have the
+//!   series `fio.<job>.dirty_pages` and `fio.<job>.writeback_pages` (pages,
+//!   t in ns from the job's start) and tracepoint counts
 //!   `fio.<job>.trace.<event>` (events; `trace.overrun` = lost).
 
 pub mod buffered_write;

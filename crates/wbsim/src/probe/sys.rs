@@ -1,7 +1,8 @@
 //! Thin wrappers over the system calls and commands the probe uses:
-//! `umount2(2)`, `pwritev2(2)`, an `O_EXCL` open that tells whether a block
-//! device is still claimed, `/proc/self/mountinfo`, and running a command
-//! with its error output kept for the message. Not kernel code.
+//! `umount2(2)`, `pwritev2(2)`, `fallocate(2)`, an `O_EXCL` open that
+//! tells whether a block device is still claimed, `/proc/self/mountinfo`,
+//! and running a command with its error output kept for the message. Not
+//! kernel code.
 
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -69,6 +70,26 @@ pub fn pwritev2(fd: i32, buf: &[u8], offset: u64, flags: i32) -> std::io::Result
         Err(std::io::Error::last_os_error())
     } else {
         Ok(r as usize)
+    }
+}
+
+/// `fallocate(fd, mode, offset, len)`, retried on `EINTR`. Mode 0
+/// allocates the range (unwritten extents on xfs and ext4, preallocated
+/// extents on btrfs) and extends the file size to cover it.
+pub fn fallocate(fd: i32, mode: i32, offset: u64, len: u64) -> std::io::Result<()> {
+    let bad = |_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "offset or length");
+    let off = libc::off_t::try_from(offset).map_err(bad)?;
+    let len = libc::off_t::try_from(len).map_err(bad)?;
+    loop {
+        // SAFETY: no memory is passed; the kernel validates fd and range.
+        let r = unsafe { libc::fallocate(fd, mode, off, len) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
 }
 

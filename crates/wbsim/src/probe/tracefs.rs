@@ -1,11 +1,13 @@
-//! A private tracefs instance counting writeback tracepoints.
+//! A private tracefs instance counting writeback (or other) tracepoints.
 //!
 //! Not kernel code. The probe mounts tracefs on a directory of its own
 //! (`DIR/tracefs-N`, so the machine's `/sys/kernel/tracing` mount, if any,
 //! is left alone), creates `instances/wbsim-PID-N` (a separate ring buffer:
 //! other tracing users are not disturbed), enables the `writeback:` events
 //! asked for that exist on this kernel, filters those with a bdi field
-//! (`name` or `bdi`) to the probe's own loop device, and counts events per
+//! (`name` or `bdi`) to the probe's own loop device (or, with
+//! [`Instance::create_events`], other events such as `xfs:` ones with a
+//! filter of the caller's, e.g. on the `dev` field), and counts events per
 //! name by reading `trace_pipe` on a thread while a job runs. The instance
 //! is removed on [`Instance::close`] and, whatever happens, by the guard.
 
@@ -17,7 +19,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 
 use super::guard::Guard;
 use super::sys;
@@ -75,6 +77,33 @@ impl Instance {
         bdi: &str,
         buffer_kib: u64,
     ) -> anyhow::Result<Instance> {
+        let filter = |format: &str| {
+            let field = if format.contains(" name[") {
+                "name"
+            } else if format.contains(" bdi[") {
+                "bdi"
+            } else {
+                return None;
+            };
+            (!bdi.is_empty()).then(|| format!("{field} == \"{bdi}\""))
+        };
+        Self::create_events(guard, root, "writeback", EVENTS, &filter, buffer_kib)
+    }
+
+    /// Creates an instance like [`Instance::create`] but for the events
+    /// `events` of trace system `system` (e.g. `xfs`): those present on
+    /// this kernel are enabled, each with the filter `filter` returns for
+    /// its `format` text (None: unfiltered; a filter the kernel rejects
+    /// leaves the event unfiltered, recorded in [`Instance::events`]). An
+    /// error if none of the events exists.
+    pub fn create_events(
+        guard: &Guard,
+        root: &Path,
+        system: &str,
+        events: &[&str],
+        filter: &dyn Fn(&str) -> Option<String>,
+        buffer_kib: u64,
+    ) -> anyhow::Result<Instance> {
         let name = guard
             .unique(&format!("wbsim-{}", std::process::id()))
             .file_name()
@@ -93,33 +122,35 @@ impl Instance {
         };
         sys::write(&inst.dir.join("tracing_on"), "0")?;
         sys::write(&inst.dir.join("buffer_size_kb"), &buffer_kib.to_string())?;
-        let mut events = Vec::new();
-        for ev in EVENTS {
-            let edir = inst.dir.join("events/writeback").join(ev);
+        let mut enabled = Vec::new();
+        for ev in events {
+            let edir = inst.dir.join("events").join(system).join(ev);
             if !edir.is_dir() {
                 continue;
             }
             let format = std::fs::read_to_string(edir.join("format")).unwrap_or_default();
-            let field = if format.contains(" name[") {
-                Some("name")
-            } else if format.contains(" bdi[") {
-                Some("bdi")
-            } else {
-                None
-            };
-            let filtered = match field {
-                Some(f) if !bdi.is_empty() => {
-                    sys::write(&edir.join("filter"), &format!("{f} == \"{bdi}\"")).is_ok()
-                }
-                _ => false,
+            let filtered = match filter(&format) {
+                Some(f) => sys::write(&edir.join("filter"), &f).is_ok(),
+                None => false,
             };
             sys::write(&edir.join("enable"), "1")?;
-            events.push((ev.to_string(), filtered));
+            enabled.push((ev.to_string(), filtered));
         }
-        if events.is_empty() {
-            bail!("no writeback tracepoints found in {}", inst.dir.display());
+        if enabled.is_empty() {
+            // Dropping `inst` would leave the directory to the guard: remove
+            // it now.
+            let e = anyhow::anyhow!(
+                "none of the {system} tracepoints {} found in {}",
+                events.join(", "),
+                inst.dir.display()
+            );
+            inst.close(guard)?;
+            return Err(e);
         }
-        Ok(Instance { events, ..inst })
+        Ok(Instance {
+            events: enabled,
+            ..inst
+        })
     }
 
     /// Clears the buffer and starts counting (tracing on).
