@@ -26,6 +26,7 @@ fn profile(bw: u64, lat_ns: u64, queue_depth: u32, parallelism: u32, max: u64) -
         fua_latency_ns: 30 * USEC,
         write_cache: true,
         rotational: false,
+        driver_cpu_ns: 0,
     }
 }
 

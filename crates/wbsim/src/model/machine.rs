@@ -77,6 +77,8 @@ pub struct MachineConfig {
     /// utility such as umount(8)), ns. A machine parameter: scenarios set it
     /// (`[machine] process_start`); the default is the scenario layer's.
     pub process_start_ns: Time,
+    /// Wakeup latency of an idle CPU ([`SchedParams::wakeup_latency_ns`]), ns.
+    pub wakeup_latency_ns: Time,
 }
 
 impl MachineConfig {
@@ -93,6 +95,7 @@ impl MachineConfig {
             costs: CpuCosts::default(),
             policies: Policies::default(),
             process_start_ns: PROCESS_START_DEFAULT_NS,
+            wakeup_latency_ns: 0,
         }
     }
 }
@@ -129,6 +132,10 @@ pub struct Machine {
     pub hz: Hz,
     /// `ratelimit_pages` (writeback_set_ratelimit).
     pub ratelimit_pages: Cell<u64>,
+    /// Counts of model tracepoints that results report per job (named as
+    /// the kernel's, e.g. `xfs_unwritten_convert`), whether or not a trace
+    /// is being written.
+    pub events: RefCell<BTreeMap<&'static str, u64>>,
     /// `bdp_ratelimits` and `dirty_throttle_leaks` (one for the machine).
     pub bdp_cpu: RefCell<CpuDirtyRatelimit>,
     /// Every balance_dirty_pages pause taken, ns (for metrics).
@@ -139,12 +146,23 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// Counts one `name` event (see [`Machine::events`]).
+    pub fn count_event(&self, name: &'static str) {
+        *self.events.borrow_mut().entry(name).or_insert(0) += 1;
+    }
+
     /// Boots a machine in `sim`.
     pub fn new(sim: &Sim, cfg: MachineConfig) -> Result<Rc<Self>, String> {
         if cfg.cpus == 0 {
             return Err("machine.cpus must be at least 1".into());
         }
-        let sched = Sched::new(sim, SchedParams::for_cpus(cfg.cpus));
+        let sched = Sched::new(
+            sim,
+            SchedParams {
+                wakeup_latency_ns: cfg.wakeup_latency_ns,
+                ..SchedParams::for_cpus(cfg.cpus)
+            },
+        );
         let locks = LockStats::new();
         let rcu = Rcu::new(sim, cfg.rcu.clone()).map_err(|e| e.to_string())?;
         let bdi_wq = alloc_workqueue(
@@ -177,6 +195,7 @@ impl Machine {
             gdom: RefCell::new(gdom),
             hz,
             ratelimit_pages: Cell::new(ratelimit),
+            events: RefCell::new(BTreeMap::new()),
             bdp_cpu: RefCell::new(CpuDirtyRatelimit::default()),
             bdp_pauses: RefCell::new(Vec::new()),
             bdi_wq,

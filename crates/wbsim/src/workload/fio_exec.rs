@@ -8,8 +8,9 @@
 //! the file; a job after a stonewall job starts with it), open its files (created on first use), then issue `bs`-sized
 //! reads/writes: sequential ones round-robin over the files (fio's default
 //! `file_service_type=roundrobin`), each file from offset 0, wrapping at
-//! `filesize`; random ones uniformly over `filesize` in `bs` steps from the
-//! clone's own random substream. It stops after `size` bytes x `loops`, at
+//! `filesize`; random ones over `filesize` in `bs` steps from the clone's own
+//! random substream, each block once per pass through fio's random map
+//! (`norandommap` turns it off: uniform draws that may repeat). It stops after `size` bytes x `loops`, at
 //! `runtime` (`time_based` keeps looping until then), or when the run ends.
 //! `fsync=N` calls fsync(2) after every N writes, `end_fsync`/`fsync_on_close`
 //! once per file at the end. `rate` paces issue; `ramp_time` delays
@@ -18,10 +19,12 @@
 //! an `-EAGAIN` is retried in blocking mode, as io_uring punts it to an io-wq
 //! worker.
 //!
+//! Write jobs lay their files out first as fio does: `fallocate=native` (the
+//! default) preallocates unwritten blocks, `overwrite=1` writes them out.
+//!
 //! Simplified: files to be read are treated as already laid out on disk (fio
-//! would write them first); no `fadvise`/`invalidate` before a job; no
-//! `norandommap` bookkeeping (random offsets may repeat); io-wq punting costs
-//! no extra CPU.
+//! would write them first); no `fadvise`/`invalidate` before a job; io-wq
+//! punting costs no extra CPU.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -29,13 +32,15 @@ use std::rc::Rc;
 use rand::Rng;
 use sim::{SimRng, Time};
 
-use super::fio::{FioJob, IoEngine, RwMode};
+use super::fio::{Fallocate, FioJob, IoEngine, RwMode};
 use super::world::{hist_record, JobStats, World};
-use crate::model::fs::read_write::{vfs_read, vfs_write, File, IoError, IoFlags};
+use crate::model::fs::read_write::{vfs_fallocate, vfs_read, vfs_write, File, IoError, IoFlags};
 use crate::model::fs::sync::vfs_fsync;
 use crate::model::kernel::sched::CgroupId;
 use crate::model::kernel::wait::WaitQueue;
+use crate::model::machine::Machine;
 use crate::model::mm::throttle::TaskDirty;
+use crate::model::mm::vmstat::PAGE_SIZE;
 
 /// One `[[job]]` table's jobs, ready to start.
 pub struct JobSet {
@@ -126,6 +131,8 @@ struct CloneState {
     file_size: u64,
     /// Next sequential offset per file.
     seq_pos: Vec<u64>,
+    /// fio's random map per file (blocks already done in this pass).
+    randmaps: Vec<Option<RandomMap>>,
     /// Next file for round-robin service.
     next_file: usize,
     /// Bytes issued so far, and the limit (None = time based).
@@ -139,6 +146,53 @@ struct CloneState {
     started: Time,
     /// The errno that stopped the clone (fio's `error`), if any.
     error: Option<&'static str>,
+}
+
+/// fio's random map (`lib/axmap.c`, used unless `norandommap`): a bit per
+/// block of the file; a random block already done is replaced by the next
+/// free one after it (`axmap_next_free`), so one pass over the file does
+/// every block once; when every block is done the map is cleared.
+struct RandomMap {
+    bits: Vec<u64>,
+    blocks: u64,
+    done: u64,
+}
+
+impl RandomMap {
+    fn new(blocks: u64) -> Self {
+        RandomMap {
+            bits: vec![0; blocks.div_ceil(64) as usize],
+            blocks,
+            done: 0,
+        }
+    }
+
+    /// Marks and returns block `r`, or the first free block after it
+    /// (wrapping).
+    fn take_near(&mut self, r: u64) -> u64 {
+        if self.done == self.blocks {
+            self.bits.iter_mut().for_each(|w| *w = 0);
+            self.done = 0;
+        }
+        let words = self.bits.len();
+        let mut w = (r / 64) as usize;
+        // Bits below r in its word count as taken for the first look.
+        let mut mask = !0u64 << (r % 64);
+        for _ in 0..=words {
+            let free = !self.bits[w] & mask;
+            if free != 0 {
+                let b = w as u64 * 64 + u64::from(free.trailing_zeros());
+                if b < self.blocks {
+                    self.bits[w] |= 1 << (b % 64);
+                    self.done += 1;
+                    return b;
+                }
+            }
+            w = (w + 1) % words;
+            mask = !0;
+        }
+        unreachable!("random map: a free block exists when done < blocks")
+    }
 }
 
 /// One I/O to issue.
@@ -172,7 +226,13 @@ impl CloneState {
         self.next_file = (self.next_file + 1) % self.files.len();
         let pos = if job.rw.is_random() {
             let slots = (self.file_size / bs).max(1);
-            self.rng.random_range(0..slots) * bs
+            let r = self.rng.random_range(0..slots);
+            if job.norandommap {
+                r * bs
+            } else {
+                let map = self.randmaps[file].get_or_insert_with(|| RandomMap::new(slots));
+                map.take_near(r) * bs
+            }
         } else {
             let p = self.seq_pos[file];
             let p = if p + bs > self.file_size { 0 } else { p };
@@ -187,6 +247,45 @@ impl CloneState {
             len,
             write,
         })
+    }
+}
+
+/// fio's `setup_files()` -> `extend_file()` for a write job's file smaller
+/// than `size`, before the job's clock starts: fio recreates it, then
+/// `fallocate_file()` per `fallocate=`: `native`/`posix` call
+/// `fallocate(fd, 0, 0, size)` (unwritten blocks, size set), `keep` the same
+/// with FALLOC_FL_KEEP_SIZE (size stays 0), `truncate` `ftruncate` to the
+/// size, `none` nothing (the file grows with the writes). With
+/// `overwrite=1` fio lays the file out (writes it), so the job's writes land
+/// on written blocks; the layout writes are not simulated (blocks marked
+/// written, nothing left cached, as after fio's default `invalidate=1`).
+async fn layout_file(m: &Rc<Machine>, job: &FioJob, f: &File, size: u64) {
+    if f.inode.st.borrow().i_size >= size {
+        return;
+    }
+    let set_size = if job.overwrite {
+        f.inode
+            .extents
+            .borrow_mut()
+            .mark_written(0, size.div_ceil(PAGE_SIZE));
+        true
+    } else {
+        match job.fallocate {
+            Fallocate::Native | Fallocate::Posix => {
+                vfs_fallocate(m, f, 0, size, false).await;
+                true
+            }
+            Fallocate::Keep => {
+                vfs_fallocate(m, f, 0, size, true).await;
+                false
+            }
+            Fallocate::Truncate => true,
+            Fallocate::None => false,
+        }
+    };
+    if set_size {
+        let mut st = f.inode.st.borrow_mut();
+        st.i_size = st.i_size.max(size);
     }
 }
 
@@ -216,6 +315,11 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
         finish_stats(w, stats_id, Some("EINVAL"), w.m.now());
         return;
     }
+    if job.rw.writes() {
+        for f in &files {
+            layout_file(m, job, f, file_size).await;
+        }
+    }
     let now = sim.now();
     let limit = if job.time_based && job.runtime_ns.is_some() {
         None
@@ -227,6 +331,7 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
     };
     let st = Rc::new(RefCell::new(CloneState {
         seq_pos: vec![0; files.len()],
+        randmaps: (0..files.len()).map(|_| None).collect(),
         files,
         file_size,
         next_file: 0,
@@ -385,5 +490,29 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, sta
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RandomMap;
+
+    #[test]
+    fn random_map_does_every_block_once_per_pass() {
+        let mut m = RandomMap::new(100);
+        let mut seen = [false; 100];
+        for i in 0..100u64 {
+            let b = m.take_near((i * 37) % 100);
+            assert!(!seen[b as usize], "block {b} twice");
+            seen[b as usize] = true;
+        }
+        // Full: the next pass starts over.
+        let b = m.take_near(5);
+        assert_eq!(b, 5);
+        // A taken block maps to the next free one, wrapping.
+        let mut m = RandomMap::new(3);
+        assert_eq!(m.take_near(2), 2);
+        assert_eq!(m.take_near(2), 0);
+        assert_eq!(m.take_near(2), 1);
     }
 }

@@ -56,6 +56,10 @@ pub struct JobStats {
     /// NR_FILE_DIRTY and NR_FILE_PAGES at the first sample of the job, pages.
     pub start_dirty_pages: Option<u64>,
     pub start_cached_pages: Option<u64>,
+    /// Model event counts ([`crate::model::machine::Machine::events`]) at
+    /// the job's first and latest sample while it ran.
+    pub events_first: Option<BTreeMap<&'static str, u64>>,
+    pub events_last: BTreeMap<&'static str, u64>,
     /// First error (errno name), if the job failed (fio's `error`).
     pub error: Option<String>,
 }
@@ -81,6 +85,8 @@ impl JobStats {
             peak_cached_pages: 0,
             start_dirty_pages: None,
             start_cached_pages: None,
+            events_first: None,
+            events_last: BTreeMap::new(),
             error: None,
         }
     }

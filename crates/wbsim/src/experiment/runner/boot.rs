@@ -68,15 +68,15 @@ pub fn boot(sim: &Sim, scenario: &Scenario, variant: &ResolvedVariant) -> Result
     };
     cfg.policies = variant.policies;
     cfg.process_start_ns = mc.process_start_ns;
+    cfg.wakeup_latency_ns = mc.wakeup_latency_ns;
     let m = Machine::new(sim, cfg)?;
 
     let mut devices = BTreeMap::new();
     let mut bdi_settings = BTreeMap::new();
     for d in &scenario.devices {
-        devices.insert(
-            d.name.clone(),
-            BlockDevice::new(sim, &d.name, d.params.clone()),
-        );
+        let dev = BlockDevice::new(sim, &d.name, d.params.clone());
+        dev.start_driver_worker(&m.sched);
+        devices.insert(d.name.clone(), dev);
         bdi_settings.insert(
             d.name.clone(),
             BdiSettings {

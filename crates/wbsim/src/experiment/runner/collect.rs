@@ -16,7 +16,11 @@
 //!   `device.DEV.write_bw` over the run (MiB/s), `device.DEV.util` (percent);
 //! - actor steps with `record = NAME`: NAME (ms); errno outcomes as counters
 //!   `NAME.EBUSY`, `umount.EBUSY`...;
-//! - `bdp.pause` (ms): every balance_dirty_pages pause; `rcu.gp` counts.
+//! - `bdp.pause` (ms): every balance_dirty_pages pause; `rcu.gp` counts;
+//! - `fio.JOB.trace.EVENT` (events): model tracepoints counted while the job
+//!   ran (e.g. `xfs_unwritten_convert`), as the probe counts the kernel's;
+//! - `lock.CLASS.KIND.{acquisitions,contentions,wait_total,hold_total}`
+//!   (count, ms): lock_stat of the whole run per lock class, KIND read/write.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -71,6 +75,7 @@ pub fn results(
             );
         }
     }
+    lock_stat(m, &mut metrics);
     metrics.set("run.simulated_time", "s", now as f64 / 1e9);
     let invariants = check_invariants(world);
     let host = Host {
@@ -79,6 +84,34 @@ pub fn results(
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
     Results::new(scenario, variant, seed, &metrics, jobs, invariants, host)
+}
+
+/// `/proc/lock_stat` of the run: per lock class and kind acquired at least
+/// once, the contentions and the total wait and hold times.
+fn lock_stat(m: &crate::model::machine::Machine, metrics: &mut Metrics) {
+    for class in m.locks.classes() {
+        let Some(st) = m.locks.get(&class) else {
+            continue;
+        };
+        for (kind, t) in [("read", &st.read), ("write", &st.write)] {
+            if t.acquisitions == 0 {
+                continue;
+            }
+            let p = format!("lock.{class}.{kind}");
+            metrics.set(&format!("{p}.acquisitions"), "count", t.acquisitions as f64);
+            metrics.set(&format!("{p}.contentions"), "count", t.contentions as f64);
+            metrics.set(
+                &format!("{p}.wait_total"),
+                "ms",
+                t.wait_total_ns as f64 / 1e6,
+            );
+            metrics.set(
+                &format!("{p}.hold_total"),
+                "ms",
+                t.hold_total_ns as f64 / 1e6,
+            );
+        }
+    }
 }
 
 /// fio-shaped job entries, and the per-job and aggregate metrics.
@@ -163,6 +196,14 @@ fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json
             "MiB",
             growth(j.peak_cached_pages, j.start_cached_pages),
         );
+        if let Some(first) = &j.events_first {
+            for (name, &n) in &j.events_last {
+                let d = n - first.get(name).copied().unwrap_or(0);
+                if d > 0 {
+                    metrics.set(&format!("{p}.trace.{name}"), "events", d as f64);
+                }
+            }
+        }
         if let Some(e) = &j.error {
             metrics.add(&format!("{p}.{e}"), "count", 1);
         }

@@ -752,6 +752,9 @@ fn build_device(src: &SourceMap, d: &Spanned<RawDevice>) -> R<DeviceConfig> {
     })? {
         params.parallelism = v;
     }
+    if let Some(v) = opt(src, &r.driver_cpu, "driver_cpu", &w, as_duration)? {
+        params.driver_cpu_ns = v;
+    }
     let mut bdi = BdiConfig::default();
     if let Some(b) = &r.bdi {
         let rb = b.get_ref();

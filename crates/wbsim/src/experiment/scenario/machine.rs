@@ -44,6 +44,10 @@ pub struct MachineConfig {
     pub hz: u32,
     /// CPU and wall time to start a command (fork+exec), ns.
     pub process_start_ns: u64,
+    /// Wakeup latency of an idle CPU, ns (0: a woken kernel worker runs at
+    /// once).
+    #[serde(default)]
+    pub wakeup_latency_ns: u64,
 }
 
 impl MachineConfig {
@@ -55,6 +59,7 @@ impl MachineConfig {
         "rcu_normal_after_boot",
         "hz",
         "process_start",
+        "wakeup_latency",
     ];
     /// Keys that have no default.
     pub const REQUIRED: &'static [&'static str] = &["cpus", "memory"];
@@ -69,6 +74,7 @@ impl MachineConfig {
             rcu_normal_after_boot: false,
             hz: 1000,
             process_start_ns: PROCESS_START_DEFAULT_NS,
+            wakeup_latency_ns: 0,
         }
     }
 
@@ -97,6 +103,7 @@ impl MachineConfig {
                 self.hz = hz;
             }
             "process_start" => self.process_start_ns = as_duration(v)?,
+            "wakeup_latency" => self.wakeup_latency_ns = as_duration(v)?,
             _ => return Err(KeyError::Unknown(Self::KEYS)),
         }
         Ok(())

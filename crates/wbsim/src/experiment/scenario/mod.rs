@@ -7,10 +7,12 @@
 //! ```toml
 //! [scenario]      name, description, duration, repeat = 1, seed = 1,
 //!                 quick_duration, quick_repeat (the `--quick` form)
-//! [machine]       cpus, memory, preempt_rt, rcu_normal_after_boot, hz, process_start
+//! [machine]       cpus, memory, preempt_rt, rcu_normal_after_boot, hz, process_start,
+//!                 wakeup_latency
 //! [sysctl]        dirty_ratio, dirty_background_ratio, dirty_bytes, ... (kernel defaults)
 //! [[device]]      name, profile, write_bw, read_bw, write_lat, read_lat, queue_depth,
-//!                 parallelism; [device.bdi] strict_limit, max_bytes, min_ratio, max_ratio
+//!                 parallelism, driver_cpu; [device.bdi] strict_limit, max_bytes, min_ratio,
+//!                 max_ratio
 //! [[filesystem]]  name, type, device, mountpoint, options = { ... }, mounted
 //! [[cgroup]]      name, memory_high, memory_max, cpus = [0, 1]
 //! [[job]]         file = "x.fio" | fio = """...""", filesystem, cgroup, start, only_variants

@@ -59,6 +59,7 @@ pub(crate) struct RawDevice {
     pub read_lat: Option<Spanned<toml::Value>>,
     pub queue_depth: Option<Spanned<toml::Value>>,
     pub parallelism: Option<Spanned<toml::Value>>,
+    pub driver_cpu: Option<Spanned<toml::Value>>,
     pub bdi: Option<Spanned<RawBdi>>,
 }
 

@@ -43,6 +43,7 @@ use super::bio::{rwbs, Bio, BioFlags, BioOp, SECTOR_BYTES};
 use super::profile::DeviceProfile;
 use super::stats::DeviceStats;
 use crate::model::errno::Errno;
+use crate::model::kernel::sched::{CgroupId, Sched};
 
 /// A bio's completion callback, as `bio->bi_end_io`.
 pub type EndIo = Box<dyn FnOnce()>;
@@ -135,6 +136,16 @@ struct Inner {
     /// `bdev->bd_holder`: who holds the device open exclusively
     /// (BLK_OPEN_EXCL), as an id, with a name for messages.
     holder: RefCell<Option<(u64, String)>>,
+    /// The driver's worker ([`DeviceProfile::driver_cpu_ns`]), once started.
+    driver: RefCell<Option<Driver>>,
+}
+
+/// A driver worker thread's queue: requests it still has to process, each
+/// with the device latency that follows.
+#[derive(Default)]
+struct Driver {
+    queue: VecDeque<(u64, Time)>,
+    waker: Option<Waker>,
 }
 
 /// A block device with its request queue. Cheap to clone (an `Rc`).
@@ -195,6 +206,7 @@ impl BlockDevice {
                 stats_at: now,
             }),
             holder: RefCell::new(None),
+            driver: RefCell::new(None),
         }))
     }
 
@@ -546,13 +558,65 @@ impl BlockDevice {
             } else {
                 inner.profile.write_latency_ns
             };
-            let weak = Rc::downgrade(&self.0);
-            inner.sim.schedule_in(lat, move || {
-                if let Some(dev) = upgrade(&weak) {
-                    dev.latency_done(id);
+            if let Some(drv) = inner.driver.borrow_mut().as_mut() {
+                // The driver's worker processes it first.
+                drv.queue.push_back((id, lat));
+                if let Some(w) = drv.waker.take() {
+                    w.wake();
                 }
-            });
+                continue;
+            }
+            self.start_latency(id, lat);
         }
+    }
+
+    /// Starts a dispatched request's latency phase.
+    fn start_latency(&self, id: u64, lat: Time) {
+        let weak = Rc::downgrade(&self.0);
+        self.0.sim.schedule_in(lat, move || {
+            if let Some(dev) = upgrade(&weak) {
+                dev.latency_done(id);
+            }
+        });
+    }
+
+    /// Starts the driver's worker thread if the profile has a per-request
+    /// driver CPU cost: a kernel thread (`kworker/loopN`-like) that takes
+    /// dispatched requests in order, spends [`DeviceProfile::driver_cpu_ns`]
+    /// of CPU on each, then hands it to the device.
+    pub fn start_driver_worker(&self, sched: &Sched) {
+        let cpu = self.0.profile.driver_cpu_ns;
+        if cpu == 0 || self.0.driver.borrow().is_some() {
+            return;
+        }
+        *self.0.driver.borrow_mut() = Some(Driver::default());
+        let weak = Rc::downgrade(&self.0);
+        let sched2 = sched.clone();
+        let name = format!("kworker/{}", self.0.name);
+        sched.spawn_daemon(&name, CgroupId::ROOT, 0, async move {
+            loop {
+                let next = std::future::poll_fn(|cx| {
+                    let Some(dev) = upgrade(&weak) else {
+                        return Poll::Ready(None);
+                    };
+                    let mut d = dev.0.driver.borrow_mut();
+                    let drv = d.as_mut().expect("driver started");
+                    match drv.queue.pop_front() {
+                        Some(x) => Poll::Ready(Some(x)),
+                        None => {
+                            drv.waker = Some(cx.waker().clone());
+                            Poll::Pending
+                        }
+                    }
+                })
+                .await;
+                let Some((id, lat)) = next else { return };
+                sched2.cpu(cpu).await;
+                if let Some(dev) = upgrade(&weak) {
+                    dev.start_latency(id, lat);
+                }
+            }
+        });
     }
 
     /// End of a request's latency phase: it queues for the media pipe.

@@ -11,7 +11,10 @@ use std::rc::Rc;
 
 use sim::Time;
 
+use crate::model::fs::extent::ExtentMap;
+use crate::model::kernel::locking::RwSemaphore;
 use crate::model::kernel::wait::WaitQueue;
+use crate::model::kernel::workqueue::Work;
 use crate::model::mm::backing_dev::{IoList, Wb};
 use crate::model::mm::filemap::AddressSpace;
 
@@ -67,13 +70,25 @@ pub struct Inode {
     pub disk_base: u64,
     /// Writeback context chosen for this inode (fixed for its lifetime).
     pub wb_ctx: Cell<usize>,
+    /// The filesystem's lock on the inode's extent map (XFS `i_lock`, the
+    /// ILOCK; ext4 `i_data_sem`): buffered writes map their range under it,
+    /// writeback looks blocks up under it shared, allocation and unwritten
+    /// conversion hold it exclusive.
+    pub ilock: RwSemaphore,
+    /// Which pages have blocks, and which of those are unwritten.
+    pub extents: RefCell<ExtentMap>,
+    /// Completed ioends waiting for task-context completion (XFS
+    /// `i_ioend_list`): page ranges `[start, end)`.
+    pub ioend_list: RefCell<Vec<(u64, u64)>>,
+    /// The per-inode completion work (XFS `i_ioend_work`), created on first use.
+    pub ioend_work: RefCell<Option<Work>>,
 }
 
 /// Shared handle on an inode.
 pub type InodeRef = Rc<Inode>;
 
 impl Inode {
-    pub fn new(ino: u64, sb_id: u64, disk_base: u64, now: Time) -> InodeRef {
+    pub fn new(ino: u64, sb_id: u64, disk_base: u64, now: Time, ilock: RwSemaphore) -> InodeRef {
         Rc::new(Inode {
             ino,
             sb_id,
@@ -91,6 +106,10 @@ impl Inode {
             i_wb_wait: WaitQueue::new(&format!("inode:{ino}:writeback")),
             disk_base,
             wb_ctx: Cell::new(0),
+            ilock,
+            extents: RefCell::new(ExtentMap::new()),
+            ioend_list: RefCell::new(Vec::new()),
+            ioend_work: RefCell::new(None),
         })
     }
 

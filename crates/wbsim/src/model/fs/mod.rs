@@ -9,6 +9,7 @@
 
 pub mod btrfs;
 pub mod ext4;
+pub mod extent;
 pub mod fs_writeback;
 pub mod inode;
 pub mod namespace;
@@ -25,6 +26,7 @@ use std::rc::Rc;
 
 use sim::Time;
 
+use crate::model::kernel::workqueue::Workqueue;
 use crate::model::machine::Machine;
 use crate::model::mm::backing_dev::{SyncMode, WbReason};
 pub use crate::model::policy::WbCtxAssign;
@@ -105,6 +107,54 @@ pub trait Filesystem {
     /// the per-page cost (block mapping, allocation, ioend/bio setup), ns.
     fn writepages_call_ns(&self) -> Time {
         0
+    }
+    /// Part of [`Filesystem::write_call_ns`] spent mapping the range
+    /// (`->iomap_begin`: extent lookup, delalloc reservation) under the
+    /// inode's ilock held exclusive, ns.
+    fn write_ilock_ns(&self) -> Time {
+        0
+    }
+    /// Part of [`Filesystem::writepages_call_ns`] spent looking up the
+    /// blocks of each contiguous dirty range (`xfs_map_blocks`) under the
+    /// ilock held shared, ns. Paid per range.
+    fn map_blocks_ns(&self) -> Time {
+        0
+    }
+    /// CPU of allocating the blocks of a delalloc extent at writeback
+    /// (`xfs_bmapi_convert_delalloc`: a transaction, the allocator) under
+    /// the ilock held exclusive, besides [`Filesystem::writepages_call_ns`],
+    /// ns. Paid per dirty range that has holes; ranges with unwritten or
+    /// written blocks skip it.
+    fn delalloc_alloc_ns(&self) -> Time {
+        0
+    }
+    /// Speculative preallocation beyond EOF reserved by a buffered write
+    /// that extends a file to `size_pages` pages (`xfs_iomap_prealloc_size`),
+    /// pages. 0: none.
+    fn eof_prealloc_pages(&self, size_pages: u64) -> u64 {
+        let _ = size_pages;
+        0
+    }
+    /// CPU of converting one completed ioend's unwritten blocks to written
+    /// (`xfs_iomap_write_unwritten`: a transaction under the ilock held
+    /// exclusive) in a file of `records` extent records, ns. 0: conversion
+    /// not modelled for this filesystem.
+    fn unwritten_convert_ns(&self, records: usize) -> Time {
+        let _ = records;
+        0
+    }
+    /// CPU of `fallocate(2)` mode 0, per call, ns.
+    fn fallocate_ns(&self) -> Time {
+        0
+    }
+    /// The workqueue on which ioends that need task context (unwritten
+    /// conversion, PG_dropbehind folios) complete, one work item per inode
+    /// (XFS `m_unwritten_workqueue` and `xfs_end_io`). None: such ioends end
+    /// in the bio's completion and PG_dropbehind folios are dropped by a
+    /// kworker per bio.
+    fn end_io_wq(&self, m: &Rc<Machine>, sb: &SuperBlock) -> Option<Workqueue> {
+        let _ = (m, sb);
+        None
     }
     /// Writes dirty pages of `inode` as `wbc` asks (`->writepages`).
     fn writepages<'a>(

@@ -67,7 +67,7 @@ pub enum IoError {
 
 /// Creates a new file on `sb` (`open(O_CREAT)`), choosing its writeback context.
 pub fn create_file(m: &Rc<Machine>, sb: &Rc<SuperBlock>) -> File {
-    let inode = sb.new_inode(m.now());
+    let inode = sb.new_inode(m);
     let nr = sb.bdi.nr_wb_ctx();
     let ctx = sb
         .fs
@@ -206,8 +206,20 @@ async fn generic_perform_write(
 ) -> Result<(), IoError> {
     let (start, end) = page_range(pos, len);
     let npages = end - start;
+    // ->iomap_begin maps the range under the ilock held exclusive; the rest
+    // of the call and the copy run outside it.
+    let ilock_ns = f.sb.fs.write_ilock_ns();
+    if ilock_ns > 0 {
+        let ilock = f.inode.ilock.down_write().await;
+        m.sched.cpu(ilock_ns).await;
+        drop(ilock);
+    }
     m.sched
-        .cpu(m.cfg.costs.syscall_ns + f.sb.fs.write_call_ns() + npages * f.sb.fs.write_page_ns())
+        .cpu(
+            m.cfg.costs.syscall_ns
+                + f.sb.fs.write_call_ns().saturating_sub(ilock_ns)
+                + npages * f.sb.fs.write_page_ns(),
+        )
         .await;
     if !f.sb.bdi.can_writeback {
         // tmpfs: shmem pages, never dirty-accounted or written back.
@@ -218,6 +230,14 @@ async fn generic_perform_write(
     let missing = f.inode.mapping.borrow().count_missing(start, end);
     if missing > 0 {
         ensure_free(m, missing).await;
+    }
+    // A write extending the file over holes reserves delalloc beyond EOF.
+    let size_pages = f.inode.st.borrow().i_size.div_ceil(PAGE_SIZE);
+    if end > size_pages {
+        let pre = f.sb.fs.eof_prealloc_pages(end);
+        if pre > 0 {
+            f.inode.extents.borrow_mut().reserve_eof(end, end + pre);
+        }
     }
     let wb = inode_attach_wb(&f.sb, &f.inode);
     let d = f
@@ -250,6 +270,25 @@ async fn generic_perform_write(
         }
     }
     throttle::balance_dirty_pages_ratelimited(m, task, &wb, fl.nowait).await
+}
+
+/// `fallocate(fd, mode, pos, len)` with mode 0 or FALLOC_FL_KEEP_SIZE
+/// (`keep_size`): the holes of the range get unwritten blocks (their pages
+/// stay uncached) and, without `keep_size`, `i_size` grows to cover it.
+/// Filesystems without writeback (tmpfs) allocate nothing here
+/// (shmem_fallocate's page allocation is not modelled).
+pub async fn vfs_fallocate(m: &Rc<Machine>, f: &File, pos: u64, len: u64, keep_size: bool) {
+    m.sched
+        .cpu(m.cfg.costs.syscall_ns + f.sb.fs.fallocate_ns())
+        .await;
+    if f.sb.bdi.can_writeback {
+        let (start, end) = page_range(pos, len);
+        f.inode.extents.borrow_mut().fallocate(start, end);
+    }
+    if !keep_size {
+        let mut st = f.inode.st.borrow_mut();
+        st.i_size = st.i_size.max(pos + len);
+    }
 }
 
 /// O_DIRECT read or write of `len` bytes at `pos`: cached pages of the range

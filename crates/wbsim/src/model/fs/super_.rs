@@ -108,11 +108,15 @@ impl SuperBlock {
     }
 
     /// Allocates a new inode (`new_inode` + `insert_inode_hash`).
-    pub fn new_inode(&self, now: sim::Time) -> InodeRef {
+    pub fn new_inode(&self, m: &crate::model::machine::Machine) -> InodeRef {
         let ino = self.next_ino.get();
         self.next_ino.set(ino + 1);
         let base = self.fs.place_file(self, ino);
-        let inode = Inode::new(ino, self.id, base, now);
+        let ilock = crate::model::kernel::locking::RwSemaphore::new(
+            m.locks.class(&format!("{}:i_lock", self.fs.name())),
+            &m.sched,
+        );
+        let inode = Inode::new(ino, self.id, base, m.now(), ilock);
         self.inodes.borrow_mut().insert(ino, inode.clone());
         inode
     }

@@ -1,15 +1,33 @@
 //! Generic `->writepages`: walk the mapping's dirty pages (`write_cache_pages`
-//! / `writeback_iter`), move them to writeback, and submit them as bios of at
-//! most the device's request size (`iomap_writepages`, `mpage_writepages`).
-//! Bio completion (`bi_end_io` -> `folio_end_writeback`) cleans the pages and
-//! wakes waiters; PG_dropbehind (RWF_DONTCACHE) pages are then dropped, if
-//! still clean, by a task-context completion that pays CPU per folio.
+//! / `writeback_iter`), move them to writeback, map their blocks, and submit
+//! them as bios of at most the device's request size (`iomap_writepages`,
+//! `mpage_writepages`).
+//!
+//! Block mapping (`xfs_map_blocks`) per contiguous dirty range: a lookup
+//! under the inode's ilock held shared and, over delalloc holes, the
+//! allocation of the delalloc extent under the ilock held exclusive (costs
+//! from the filesystem; XFS allocates them unwritten, see
+//! [`crate::model::fs::extent`]).
+//!
+//! Completion: for a filesystem with a completion workqueue (XFS), the pages
+//! of one call form ioends (`struct iomap_ioend`: a contiguous range of one
+//! kind, several chained bios), each completed when its last bio is; an
+//! ioend over unwritten blocks or with PG_dropbehind (RWF_DONTCACHE) folios
+//! goes to the inode's list and its work item (`xfs_end_bio`, `xfs_end_io`),
+//! which sorts and merges contiguous ioends, converts unwritten blocks in a
+//! transaction under the ilock held exclusive, ends the folios' writeback
+//! and drops the clean PG_dropbehind ones, paying CPU per folio. Otherwise
+//! each bio's completion (`bi_end_io` -> `folio_end_writeback`) cleans its
+//! pages and a kworker drops PG_dropbehind ones.
 //!
 //! Pages are taken in batches of one maximum-size bio, so pages under
 //! writeback are bounded by the device's queue depth (submit_bio blocks for a
 //! tag), as in the kernel. Left out: folio locking and the per-folio skip of
-//! locked folios (pages_skipped stays 0).
+//! locked folios (pages_skipped stays 0); the cached mapping of
+//! `xfs_writepage_ctx` (every range is looked up); on-disk size updates at
+//! completion.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use sim::Time;
@@ -19,6 +37,7 @@ use crate::model::fs::inode::InodeRef;
 use crate::model::fs::super_::SuperBlock;
 use crate::model::fs::WritebackControl;
 use crate::model::kernel::sched::CgroupId;
+use crate::model::kernel::workqueue::{queue_work, Work, Workqueue};
 use crate::model::machine::Machine;
 use crate::model::mm::accounting::account_delta;
 use crate::model::mm::backing_dev::SyncMode;
@@ -31,37 +50,209 @@ use crate::model::mm::vmstat::PAGE_SIZE;
 /// 0.2 us) plus the folio lock and the ioend's trip through a workqueue.
 pub const DROPBEHIND_PAGE_NS: Time = 300;
 
-/// Submits the pages `[start, end)` of `inode` (already in writeback state) as
-/// bios; completion ends their writeback.
-pub async fn submit_page_range(
+/// An ioend being built or in flight (`struct iomap_ioend`): a contiguous
+/// page range written as one or more chained bios, completed as a whole when
+/// its last bio completes, in task context on the filesystem's completion
+/// workqueue when it needs it (unwritten blocks, PG_dropbehind folios).
+struct Ioend {
+    start: u64,
+    end: u64,
+    /// Unwritten blocks or PG_dropbehind folios: complete on the workqueue.
+    needs_wq: bool,
+    /// Bios submitted and not yet completed.
+    in_flight: u32,
+    /// No more bios will be added (`iomap_submit_ioend` done).
+    closed: bool,
+}
+
+/// The ioend a writepages call is adding to (`wpc->ioend`).
+type IoendRef = Rc<RefCell<Ioend>>;
+
+/// Submits the pages `[start, end)` of `inode` (already in writeback state)
+/// as bios of at most the device's request size. With a filesystem
+/// completion workqueue the pages join the writepages call's ioend `cur`
+/// (a new one unless they continue it), which completes as a whole;
+/// otherwise each bio's completion ends its own pages' writeback.
+async fn submit_page_range(
     m: &Rc<Machine>,
     sb: &Rc<SuperBlock>,
     inode: &InodeRef,
     start: u64,
     end: u64,
+    cur: &mut Option<IoendRef>,
 ) {
     let Some(dev) = sb.device.clone() else {
         // No device (should not happen for a writeback-capable fs): complete now.
         end_page_writeback(m, inode, start, end);
         return;
     };
+    let wq = sb.fs.end_io_wq(m, sb);
+    if wq.is_some() {
+        // iomap_can_add_to_ioend: contiguous and of the same kind.
+        let needs_wq = inode.extents.borrow().has_unwritten(start, end)
+            || inode.mapping.borrow().any_dropbehind(start, end);
+        let continues = cur.as_ref().is_some_and(|io| {
+            let io = io.borrow();
+            io.end == start && io.needs_wq == needs_wq
+        });
+        if !continues {
+            close_ioend(m, sb, inode, cur.take());
+            *cur = Some(Rc::new(RefCell::new(Ioend {
+                start,
+                end: start,
+                needs_wq,
+                in_flight: 0,
+                closed: false,
+            })));
+        }
+    }
     let max_pages = (dev.profile().max_request_bytes / PAGE_SIZE).max(1);
     let mut s = start;
     while s < end {
         let e = end.min(s + max_pages);
         let bio = Bio::write(inode.disk_base + s * PAGE_SIZE, (e - s) * PAGE_SIZE);
         let wm = Rc::downgrade(m);
+        let wsb = Rc::downgrade(sb);
         let ino = inode.clone();
+        let ioend = cur.clone();
+        if let Some(io) = &ioend {
+            let mut io = io.borrow_mut();
+            io.end = e;
+            io.in_flight += 1;
+        }
         dev.submit_bio(
             bio,
             Box::new(move || {
-                if let Some(m) = wm.upgrade() {
-                    end_page_writeback(&m, &ino, s, e);
+                let (Some(m), Some(sb)) = (wm.upgrade(), wsb.upgrade()) else {
+                    return;
+                };
+                match ioend {
+                    Some(io) => {
+                        io.borrow_mut().in_flight -= 1;
+                        ioend_maybe_done(&m, &sb, &ino, &io);
+                    }
+                    None => end_page_writeback(&m, &ino, s, e),
                 }
             }),
         )
         .await;
         s = e;
+    }
+}
+
+/// Closes the ioend being built (`iomap_submit_ioend`): it completes once
+/// its bios have.
+fn close_ioend(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef, io: Option<IoendRef>) {
+    if let Some(io) = io {
+        io.borrow_mut().closed = true;
+        ioend_maybe_done(m, sb, inode, &io);
+    }
+}
+
+/// `iomap_writepage_end_bio` of the ioend's last bio: ends its pages'
+/// writeback here or hands it to the completion workqueue.
+fn ioend_maybe_done(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef, io: &IoendRef) {
+    let (done, start, end, needs_wq) = {
+        let io = io.borrow();
+        (
+            io.closed && io.in_flight == 0,
+            io.start,
+            io.end,
+            io.needs_wq,
+        )
+    };
+    if !done || start == end {
+        return;
+    }
+    // Completed once: an empty range marks it.
+    io.borrow_mut().start = end;
+    match sb.fs.end_io_wq(m, sb).filter(|_| needs_wq) {
+        Some(wq) => queue_ioend(m, sb, &wq, inode, start, end),
+        None => end_page_writeback(m, inode, start, end),
+    }
+}
+
+/// `xfs_end_bio`: puts the completed ioend on the inode's list and queues
+/// the inode's completion work.
+fn queue_ioend(
+    m: &Rc<Machine>,
+    sb: &Rc<SuperBlock>,
+    wq: &Workqueue,
+    inode: &InodeRef,
+    start: u64,
+    end: u64,
+) {
+    inode.ioend_list.borrow_mut().push((start, end));
+    let work = inode
+        .ioend_work
+        .borrow_mut()
+        .get_or_insert_with(|| {
+            let (wm, wsb, wi) = (Rc::downgrade(m), Rc::downgrade(sb), Rc::downgrade(inode));
+            Work::new("xfs_end_io", move || {
+                let (wm, wsb, wi) = (wm.clone(), wsb.clone(), wi.clone());
+                async move {
+                    if let (Some(m), Some(sb), Some(inode)) =
+                        (wm.upgrade(), wsb.upgrade(), wi.upgrade())
+                    {
+                        iomap_end_ioends(&m, &sb, &inode).await;
+                    }
+                }
+            })
+        })
+        .clone();
+    queue_work(wq, &work);
+}
+
+/// `xfs_end_io` for one inode: takes the completed ioends, sorts them by
+/// offset and merges contiguous ones (`iomap_sort_ioends`,
+/// `iomap_ioend_try_merge`), then completes each ([`iomap_end_ioend`]).
+async fn iomap_end_ioends(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
+    let mut list = std::mem::take(&mut *inode.ioend_list.borrow_mut());
+    list.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(list.len());
+    for (s, e) in list {
+        match merged.last_mut() {
+            Some(last) if last.1 == s => last.1 = e,
+            _ => merged.push((s, e)),
+        }
+    }
+    for (s, e) in merged {
+        iomap_end_ioend(m, sb, inode, s, e).await;
+    }
+}
+
+/// `xfs_end_ioend` for one (merged) ioend: unwritten blocks converted to
+/// written in a transaction under the ilock held exclusive, then
+/// `iomap_finish_ioends` ends the folios' writeback here, in task context,
+/// where PG_dropbehind folios are dropped at once, paying
+/// [`DROPBEHIND_PAGE_NS`] per folio.
+async fn iomap_end_ioend(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef, s: u64, e: u64) {
+    let conv = sb
+        .fs
+        .unwritten_convert_ns(inode.extents.borrow().nr_records());
+    if conv > 0 && inode.extents.borrow().has_unwritten(s, e) {
+        let ilock = inode.ilock.down_write().await;
+        m.sched.cpu(conv).await;
+        inode.extents.borrow_mut().convert_unwritten(s, e);
+        drop(ilock);
+        m.count_event("xfs_unwritten_convert");
+        m.sim.trace("xfs_unwritten_convert", || {
+            format!("ino={} index={s} nr={}", inode.ino, e - s)
+        });
+    }
+    let (d, dropbehind) = inode.mapping.borrow_mut().end_writeback(s, e);
+    account_delta(m, inode.wb().as_ref(), &d);
+    inode.i_wb_wait.wake_up_all();
+    m.sim.trace("writeback_end_folio", || {
+        format!("ino={} index={s} nr={}", inode.ino, e - s)
+    });
+    if dropbehind > 0 {
+        m.sched.cpu(dropbehind * DROPBEHIND_PAGE_NS).await;
+        let d = inode.mapping.borrow_mut().drop_clean_dropbehind(s, e);
+        account_delta(m, inode.wb().as_ref(), &d);
+        m.sim.trace("folio_end_dropbehind", || {
+            format!("ino={} index={s} nr={}", inode.ino, -d.cached)
+        });
     }
 }
 
@@ -129,7 +320,10 @@ pub async fn generic_writepages(
     let cyclic_start = index;
     let mut wrapped = false;
     let per_page = sb.fs.writepage_ns();
+    let map_ns = sb.fs.map_blocks_ns();
+    let alloc_ns = sb.fs.delalloc_alloc_ns();
     let mut first_batch = true;
+    let mut ioend: Option<IoendRef> = None;
     while wbc.nr_to_write > 0 && tagged > 0 {
         let take = batch.min(wbc.nr_to_write as u64).min(tagged);
         let (ranges, delta) = inode.mapping.borrow_mut().start_writeback(index, end, take);
@@ -146,13 +340,16 @@ pub async fn generic_writepages(
         let pages: u64 = ranges.iter().map(|(s, e)| e - s).sum();
         let call = if first_batch {
             first_batch = false;
-            sb.fs.writepages_call_ns()
+            // The per-call cost besides the per-range block lookup
+            // charged below.
+            sb.fs.writepages_call_ns().saturating_sub(map_ns)
         } else {
             0
         };
         m.sched.cpu(call + pages * per_page).await;
         for &(s, e) in &ranges {
-            submit_page_range(m, sb, inode, s, e).await;
+            map_blocks(m, inode, s, e, map_ns, alloc_ns).await;
+            submit_page_range(m, sb, inode, s, e, &mut ioend).await;
         }
         wbc.nr_to_write -= pages as i64;
         tagged = tagged.saturating_sub(pages);
@@ -161,7 +358,37 @@ pub async fn generic_writepages(
             inode.mapping.borrow_mut().writeback_index = index;
         }
     }
+    close_ioend(m, sb, inode, ioend);
     if wbc.range_cyclic && !inode.mapping.borrow().has_dirty() {
         inode.mapping.borrow_mut().writeback_index = 0;
+    }
+}
+
+/// `xfs_map_blocks` for one contiguous dirty range: a lookup under the ilock
+/// held shared, and if the range has delalloc holes, their allocation
+/// (`xfs_bmapi_convert_delalloc`) in a transaction under the ilock held
+/// exclusive.
+async fn map_blocks(
+    m: &Rc<Machine>,
+    inode: &InodeRef,
+    s: u64,
+    e: u64,
+    map_ns: Time,
+    alloc_ns: Time,
+) {
+    if map_ns > 0 {
+        let ilock = inode.ilock.down_read().await;
+        m.sched.cpu(map_ns).await;
+        drop(ilock);
+    }
+    if inode.extents.borrow().needs_alloc(s, e) {
+        if alloc_ns > 0 {
+            let ilock = inode.ilock.down_write().await;
+            m.sched.cpu(alloc_ns).await;
+            inode.extents.borrow_mut().allocate(s, e);
+            drop(ilock);
+        } else {
+            inode.extents.borrow_mut().allocate(s, e);
+        }
     }
 }

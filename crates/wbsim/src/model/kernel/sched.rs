@@ -58,6 +58,12 @@ pub struct SchedParams {
     /// minus this (CFS `place_entity` with GENTLE_FAIR_SLEEPERS: half of
     /// `sysctl_sched_latency`, 6 ms scaled).
     pub sleeper_credit_ns: Time,
+    /// Wakeup latency of an idle CPU, ns: from waking a kernel worker that
+    /// sleeps on an idle CPU until it runs (the IPI, the CPU's exit from its
+    /// idle state, the context switch; on a VM also the host waking the
+    /// vCPU). Paid by workqueue workers woken from idle; 0 = at once. A
+    /// machine parameter (`[machine] wakeup_latency`).
+    pub wakeup_latency_ns: Time,
 }
 
 impl SchedParams {
@@ -69,6 +75,7 @@ impl SchedParams {
             base_slice_ns: 750 * USEC * factor,
             wakeup_granularity_ns: MSEC * factor,
             sleeper_credit_ns: 3 * MSEC * factor,
+            wakeup_latency_ns: 0,
         }
     }
 }

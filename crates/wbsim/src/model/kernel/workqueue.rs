@@ -529,12 +529,14 @@ impl Workqueue {
 /// on the idle list when there is none.
 async fn worker_thread(wq: Workqueue, id: usize) {
     loop {
-        let item = poll_fn(|cx| {
+        // Sleep on the idle list until there is work.
+        let mut slept = false;
+        poll_fn(|cx| {
             let mut st = wq.0.st.borrow_mut();
-            if let Some(item) = st.worklist.pop_front() {
+            if !st.worklist.is_empty() {
                 st.idle.retain(|&w| w != id);
                 st.workers[id].waker = None;
-                return Poll::Ready(item);
+                return Poll::Ready(());
             }
             st.workers[id].waker = Some(cx.waker().clone());
             if !st.idle.contains(&id) {
@@ -543,10 +545,20 @@ async fn worker_thread(wq: Workqueue, id: usize) {
             drop(st);
             wq.0.sim
                 .set_waiting_on(format!("worker_thread idle (workqueue {})", wq.0.name));
+            slept = true;
             Poll::Pending
         })
         .await;
-        process_one_work(item).await;
+        // Woken from idle: its CPU takes the wakeup latency to run it; the
+        // first item is taken only then.
+        let lat = wq.0.sched.params().wakeup_latency_ns;
+        if slept && lat > 0 {
+            wq.0.sim.sleep(lat).await;
+        }
+        let item = wq.0.st.borrow_mut().worklist.pop_front();
+        if let Some(item) = item {
+            process_one_work(item).await;
+        }
     }
 }
 

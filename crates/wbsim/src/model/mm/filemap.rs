@@ -357,6 +357,11 @@ impl AddressSpace {
         (d, dropbehind)
     }
 
+    /// Whether any page of `[start, end)` has PG_dropbehind.
+    pub fn any_dropbehind(&self, start: u64, end: u64) -> bool {
+        self.ranges_in(start, end).any(|(_, _, x)| x.dropbehind)
+    }
+
     /// Drops clean PG_dropbehind pages of `[start, end)` after a read copied
     /// them (RWF_DONTCACHE reads). Returns the changes.
     pub fn drop_clean_dropbehind(&mut self, start: u64, end: u64) -> Delta {

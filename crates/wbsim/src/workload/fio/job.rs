@@ -76,6 +76,44 @@ impl RwMode {
     }
 }
 
+/// fio's `fallocate=` (filesetup.c `fallocate_file`): what fio does to a new
+/// file of a write job before the job, besides `ftruncate` to its size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fallocate {
+    /// `none` (or `0`): nothing; blocks are allocated at writeback.
+    None,
+    /// `native` (fio's default on Linux): `fallocate(fd, 0, 0, size)`.
+    Native,
+    /// `posix` (or `1`): `posix_fallocate`, which glibc turns into the same
+    /// `fallocate(2)` call on Linux.
+    Posix,
+    /// `keep`: `fallocate` with FALLOC_FL_KEEP_SIZE (fio then sets the size
+    /// with `ftruncate`, so the result is the same here).
+    Keep,
+    /// `truncate`: only `ftruncate` to the size.
+    Truncate,
+}
+
+impl Fallocate {
+    /// Parses fio's spelling.
+    pub fn from_fio(s: &str) -> Option<Self> {
+        Some(match s {
+            "none" | "0" => Fallocate::None,
+            "native" => Fallocate::Native,
+            "posix" | "1" => Fallocate::Posix,
+            "keep" => Fallocate::Keep,
+            "truncate" => Fallocate::Truncate,
+            _ => return None,
+        })
+    }
+
+    /// Whether it allocates (unwritten) blocks.
+    pub fn allocates(self) -> bool {
+        matches!(self, Fallocate::Native | Fallocate::Posix | Fallocate::Keep)
+    }
+}
+
 /// fio's `ioengine=` (the subset wbsim models).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum IoEngine {
@@ -184,6 +222,14 @@ pub struct FioJob {
     pub direct: bool,
     /// `uncached=` (io_uring/pvsync2 engine option): RWF_DONTCACHE.
     pub uncached: bool,
+    /// `fallocate=`: how a new file of a write job is preallocated.
+    pub fallocate: Fallocate,
+    /// `overwrite=`: write the files out before the job, so its writes
+    /// land on written blocks.
+    pub overwrite: bool,
+    /// `norandommap`: random offsets drawn independently (may repeat)
+    /// instead of each block once per pass.
+    pub norandommap: bool,
     /// `fsync=`: fsync(2) after every N writes; 0 = never.
     pub fsync_every_writes: u32,
     /// `end_fsync=`: fsync when the job's writes complete.
@@ -257,6 +303,9 @@ impl FioJob {
             iodepth: 1,
             direct: false,
             uncached: false,
+            fallocate: Fallocate::Native,
+            overwrite: false,
+            norandommap: false,
             fsync_every_writes: 0,
             end_fsync: false,
             fsync_on_close: false,

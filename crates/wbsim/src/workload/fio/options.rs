@@ -11,7 +11,7 @@
 //! Anything not in [`OPTIONS`] is an error; fio's range forms (`bs=4k-8k`,
 //! `startdelay=5-10`) and `rw=...:N` offset modifiers are not supported.
 
-use super::job::{FioJob, IoEngine, OptionSource, RwMode};
+use super::job::{Fallocate, FioJob, IoEngine, OptionSource, RwMode};
 use super::units::{
     parse_bool, parse_int, parse_size, parse_time_secs_default_ns, SIZE_HINT, TIME_HINT,
 };
@@ -23,6 +23,8 @@ pub enum OptKind {
     Rw,
     /// `ioengine=` name.
     Engine,
+    /// `fallocate=` mode.
+    Fallocate,
     /// Free string, must be non-empty.
     Str,
     /// A size in bytes (>= 1).
@@ -114,6 +116,9 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("stonewall",       &["wait_for_previous"], OptKind::Flag,     "wait for earlier jobs"),
     opt("new_group",       &[],                    OptKind::Flag,     "start a new reporting group"),
     opt("loops",           &[],                    COUNT,             "repeat the workload"),
+    opt("fallocate",       &[],                    OptKind::Fallocate, "preallocation of new files: native, posix, keep, truncate, none"),
+    opt("overwrite",       &[],                    OptKind::Bool,     "lay files out (write them) before the job"),
+    opt("norandommap",     &[],                    OptKind::Flag,     "random offsets may repeat (no random map)"),
 ];
 
 /// Finds an option by canonical name or alias (exact, case-sensitive as fio).
@@ -163,6 +168,7 @@ fn levenshtein(a: &str, b: &str) -> usize {
 pub enum OptValue {
     Rw(RwMode),
     Engine(IoEngine),
+    Fallocate(Fallocate),
     Str(String),
     U64(u64),
     /// Read and write halves; `None` leaves that direction unchanged.
@@ -196,6 +202,9 @@ pub fn parse_value(spec: &OptionSpec, raw: Option<&str>) -> Result<OptValue, Str
         OptKind::Engine => IoEngine::from_fio(v).map(OptValue::Engine).ok_or_else(|| {
             "wbsim models the ioengines psync, sync, pvsync2, io_uring and libaio".to_string()
         }),
+        OptKind::Fallocate => Fallocate::from_fio(v)
+            .map(OptValue::Fallocate)
+            .ok_or_else(|| "expected native, posix, keep, truncate, none, 0 or 1".to_string()),
         OptKind::Str => {
             if v.is_empty() {
                 Err("expected a non-empty string".to_string())
@@ -277,6 +286,9 @@ pub fn apply(job: &mut FioJob, spec: &OptionSpec, value: &OptValue, src: &Option
         ("directory", V::Str(s)) => job.directory = Some(s.clone()),
         ("filename", V::Str(s)) => job.filename = Some(s.clone()),
         ("ioengine", V::Engine(e)) => job.ioengine = *e,
+        ("fallocate", V::Fallocate(f)) => job.fallocate = *f,
+        ("overwrite", V::Bool(b)) => job.overwrite = *b,
+        ("norandommap", V::Bool(b)) => job.norandommap = *b,
         ("iodepth", V::U64(n)) => job.iodepth = u32v(*n),
         ("direct", V::Bool(b)) => job.direct = *b,
         ("buffered", V::Bool(b)) => job.direct = !*b,
@@ -324,6 +336,7 @@ mod tests {
             let sample = match spec.kind {
                 OptKind::Rw => "randrw",
                 OptKind::Engine => "io_uring",
+                OptKind::Fallocate => "none",
                 OptKind::Str => "x",
                 OptKind::Size | OptKind::SizePair | OptKind::RatePair => "8k",
                 OptKind::TimeSecs => "1s",

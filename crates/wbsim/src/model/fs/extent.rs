@@ -1,0 +1,311 @@
+//! A file's data fork as the writeback paths see it: which pages have blocks
+//! and whether those blocks are unwritten.
+//!
+//! - A hole under dirty pages is delayed allocation: blocks are allocated at
+//!   writeback (`xfs_bmapi_convert_delalloc`), under the inode's extent lock
+//!   held exclusive, in a transaction. XFS allocates them *unwritten*
+//!   (`XFS_BMAPI_PREALLOC`, so a crash cannot expose stale blocks) and
+//!   converts them when the I/O completes; it allocates the whole delalloc
+//!   extent around the range at once, including the speculative
+//!   preallocation a write extending the file reserved beyond EOF
+//!   (`xfs_iomap_prealloc_size`).
+//! - Unwritten blocks also come from `fallocate(2)` (XFS_EXT_UNWRITTEN,
+//!   ext4's uninitialized extents): writeback needs no allocation, but each
+//!   range is converted to written when its I/O completes
+//!   (`xfs_iomap_write_unwritten`), again in a transaction under the lock.
+//!   Converting the middle of an unwritten extent splits it in three records.
+//! - Written blocks need neither.
+//!
+//! Kept at page granularity as interval sets (DESIGN.md "scale by
+//! aggregation"). Left out: the on-disk bmap btree itself (only its record
+//! count), maximum extent length, trimming of post-EOF preallocation at
+//! close, COW forks.
+
+use std::collections::BTreeMap;
+
+/// A set of page ranges `[start, end)`, disjoint and not adjacent.
+#[derive(Clone, Debug, Default)]
+pub struct IntervalSet {
+    ranges: BTreeMap<u64, u64>,
+}
+
+impl IntervalSet {
+    /// Ranges overlapping or touching `[start, end)`, in order.
+    pub fn touching(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = self
+            .ranges
+            .range(..=end)
+            .rev()
+            .take_while(|&(_, &re)| re >= start)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        v.reverse();
+        v
+    }
+
+    /// Adds `[start, end)`, merging with neighbours.
+    pub fn insert(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        let (mut s, mut e) = (start, end);
+        for (rs, re) in self.touching(start, end) {
+            self.ranges.remove(&rs);
+            s = s.min(rs);
+            e = e.max(re);
+        }
+        self.ranges.insert(s, e);
+    }
+
+    /// Removes `[start, end)`. Returns how many ranges it cut into and how
+    /// many of those it split in two.
+    pub fn remove(&mut self, start: u64, end: u64) -> (u64, u64) {
+        let (mut hit, mut splits) = (0, 0);
+        for (rs, re) in self.touching(start, end) {
+            if re <= start || rs >= end {
+                continue;
+            }
+            hit += 1;
+            self.ranges.remove(&rs);
+            if rs < start {
+                self.ranges.insert(rs, start);
+            }
+            if re > end {
+                self.ranges.insert(end, re);
+            }
+            if rs < start && re > end {
+                splits += 1;
+            }
+        }
+        (hit, splits)
+    }
+
+    /// Whether any page of `[start, end)` is in the set.
+    pub fn overlaps(&self, start: u64, end: u64) -> bool {
+        start < end
+            && self
+                .ranges
+                .range(..end)
+                .next_back()
+                .is_some_and(|(_, &re)| re > start)
+    }
+
+    /// Pages of `[start, end)` not in the set, as ranges.
+    pub fn gaps(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut at = start;
+        for (rs, re) in self.touching(start, end) {
+            if rs > at {
+                out.push((at, rs.min(end)));
+            }
+            at = at.max(re);
+        }
+        if at < end {
+            out.push((at, end));
+        }
+        out
+    }
+
+    /// Number of ranges.
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// Pages in the set.
+    pub fn pages(&self) -> u64 {
+        self.ranges.iter().map(|(s, e)| e - s).sum()
+    }
+}
+
+/// The blocks behind a file's pages.
+#[derive(Clone, Debug, Default)]
+pub struct ExtentMap {
+    /// Pages with unwritten blocks (preallocated, never written).
+    pub unwritten: IntervalSet,
+    /// Pages with written blocks.
+    pub written: IntervalSet,
+    /// Delalloc reservations beyond EOF without data (speculative
+    /// preallocation): allocated with the delalloc extent they extend.
+    pub eof_reserved: IntervalSet,
+    /// Extent records created by splitting unwritten extents.
+    pub splits: u64,
+}
+
+impl ExtentMap {
+    /// An empty file: all holes.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `fallocate(fd, 0, ...)`: the holes of `[start, end)` get unwritten
+    /// blocks; written blocks stay. Returns the pages newly allocated.
+    pub fn fallocate(&mut self, start: u64, end: u64) -> u64 {
+        let mut got = 0;
+        for (s, e) in self.written.gaps(start, end) {
+            for (hs, he) in self.unwritten.gaps(s, e) {
+                self.unwritten.insert(hs, he);
+                got += he - hs;
+            }
+        }
+        got
+    }
+
+    /// Whether writing back `[start, end)` must allocate blocks (some page is
+    /// a delalloc hole).
+    pub fn needs_alloc(&self, start: u64, end: u64) -> bool {
+        self.written
+            .gaps(start, end)
+            .into_iter()
+            .any(|(s, e)| !self.unwritten.gaps(s, e).is_empty())
+    }
+
+    /// Reserves `[start, end)` beyond EOF as delalloc (speculative
+    /// preallocation of a write that extends the file).
+    pub fn reserve_eof(&mut self, start: u64, end: u64) {
+        for (s, e) in self.written.gaps(start, end) {
+            for (hs, he) in self.unwritten.gaps(s, e) {
+                self.eof_reserved.insert(hs, he);
+            }
+        }
+    }
+
+    /// Allocation at writeback of the delalloc extent holding `[start, end)`:
+    /// its holes, and the reservation beyond EOF contiguous with it, get
+    /// unwritten blocks (converted at I/O completion). Returns the pages
+    /// allocated.
+    pub fn allocate(&mut self, start: u64, end: u64) -> u64 {
+        let mut end = end;
+        if let Some(&(rs, re)) = self.eof_reserved.touching(end, end).first() {
+            if rs <= end {
+                end = end.max(re);
+            }
+        }
+        let mut got = 0;
+        for (s, e) in self.written.gaps(start, end) {
+            for (hs, he) in self.unwritten.gaps(s, e) {
+                self.unwritten.insert(hs, he);
+                got += he - hs;
+            }
+        }
+        self.eof_reserved.remove(start, end);
+        got
+    }
+
+    /// Blocks written out: `[start, end)` becomes written (a filesystem
+    /// that does not convert at completion, or layout by `overwrite=1`).
+    pub fn mark_written(&mut self, start: u64, end: u64) {
+        self.unwritten.remove(start, end);
+        self.eof_reserved.remove(start, end);
+        self.written.insert(start, end);
+    }
+
+    /// Whether any page of `[start, end)` has unwritten blocks.
+    pub fn has_unwritten(&self, start: u64, end: u64) -> bool {
+        self.unwritten.overlaps(start, end)
+    }
+
+    /// Unwritten-to-written conversion of `[start, end)` at I/O completion.
+    /// Returns the unwritten extents it touched (0: nothing to convert).
+    pub fn convert_unwritten(&mut self, start: u64, end: u64) -> u64 {
+        let mut touched = 0;
+        let pieces: Vec<(u64, u64)> = {
+            let gaps = self.unwritten.gaps(start, end);
+            let mut v = Vec::new();
+            let mut at = start;
+            for (gs, ge) in gaps {
+                if gs > at {
+                    v.push((at, gs));
+                }
+                at = ge;
+            }
+            if at < end {
+                v.push((at, end));
+            }
+            v
+        };
+        for (s, e) in pieces {
+            let (hit, splits) = self.unwritten.remove(s, e);
+            touched += hit;
+            self.splits += splits;
+            self.written.insert(s, e);
+        }
+        touched
+    }
+
+    /// Extent records: unwritten and written ranges.
+    pub fn nr_records(&self) -> usize {
+        self.unwritten.len() + self.written.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_set_merges_and_cuts() {
+        let mut u = IntervalSet::default();
+        u.insert(0, 10);
+        u.insert(10, 20);
+        u.insert(30, 40);
+        assert_eq!(u.len(), 2);
+        assert!(u.overlaps(19, 21));
+        assert!(!u.overlaps(20, 30));
+        assert_eq!(u.gaps(0, 50), vec![(20, 30), (40, 50)]);
+        assert_eq!(u.remove(5, 6), (1, 1));
+        assert_eq!(u.remove(0, 1), (1, 0));
+        assert_eq!(u.pages(), 28);
+    }
+
+    #[test]
+    fn fallocated_file_needs_conversion_not_allocation() {
+        let mut x = ExtentMap::new();
+        assert!(x.needs_alloc(0, 1));
+        assert_eq!(x.fallocate(0, 100), 100);
+        assert!(!x.needs_alloc(0, 100));
+        assert!(x.has_unwritten(50, 51));
+        assert_eq!(x.convert_unwritten(50, 51), 1);
+        assert_eq!(x.splits, 1);
+        assert!(!x.has_unwritten(50, 51));
+        assert_eq!(x.convert_unwritten(50, 51), 0);
+        // Edge conversions do not split.
+        assert_eq!(x.convert_unwritten(0, 10), 1);
+        assert_eq!(x.splits, 1);
+        assert_eq!(x.unwritten.pages(), 89);
+    }
+
+    #[test]
+    fn delalloc_allocation_is_unwritten_and_once() {
+        let mut x = ExtentMap::new();
+        assert_eq!(x.allocate(0, 8), 8);
+        assert!(!x.needs_alloc(0, 8));
+        assert!(x.needs_alloc(7, 9));
+        assert!(x.has_unwritten(0, 8));
+        assert_eq!(x.convert_unwritten(0, 8), 1);
+        // fallocate over written blocks leaves them written.
+        assert_eq!(x.fallocate(0, 16), 8);
+        assert!(!x.has_unwritten(0, 8));
+        assert!(x.has_unwritten(8, 9));
+    }
+
+    #[test]
+    fn eof_reservation_is_allocated_with_its_extent() {
+        let mut x = ExtentMap::new();
+        x.reserve_eof(1, 100);
+        // Writeback of page 0 allocates the delalloc extent through the
+        // reservation beyond EOF.
+        assert_eq!(x.allocate(0, 1), 100);
+        assert!(!x.needs_alloc(50, 60));
+        assert!(x.eof_reserved.is_empty());
+        let mut y = ExtentMap::new();
+        y.reserve_eof(10, 20);
+        // Not contiguous: only the range itself.
+        assert_eq!(y.allocate(0, 1), 1);
+        assert!(y.needs_alloc(5, 6));
+    }
+}
