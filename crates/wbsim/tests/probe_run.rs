@@ -155,6 +155,49 @@ fn buffered_write_quick() {
 }
 
 #[test]
+fn wakeup_quick() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        println!("SKIPPED probe_wakeup: needs 2 CPUs, this machine has {cpus}");
+        return;
+    }
+    let Some(r) = run_quick("probe_wakeup", "wakeup") else {
+        return;
+    };
+    let n = |name: &str| r.stat(name, "count").unwrap_or(0.0);
+    assert_eq!(n("wakeup.cross_cpu"), 400.0);
+    for dir in ["0to1", "1to0"] {
+        let name = format!("wakeup.cross_cpu.{dir}");
+        assert_eq!(n(&name), 200.0, "{name}");
+        assert_eq!(r.metrics[&name].unit(), "us");
+    }
+    // A cross-CPU wakeup takes at least a microsecond and (p50) far less
+    // than the 1 ms gap between rounds, on any machine.
+    let p50 = r.stat("wakeup.cross_cpu", "p50").expect("p50");
+    assert!(p50 > 1.0 && p50 < 1000.0, "p50 {p50} us");
+    // Every round is idle, busy or unclassified (from the sleeper's
+    // sched_wakeup/sched_switch events) unless tracefs was unavailable
+    // (noted); how many are classified depends on the kernel and the load.
+    let untraced = r
+        .live
+        .as_ref()
+        .is_some_and(|l| l.notes.iter().any(|n| n.contains("wakeups not classified")));
+    if !untraced {
+        let classified = n("wakeup.cross_cpu.idle") + n("wakeup.cross_cpu.busy");
+        let unclassified = r
+            .stat("wakeup.trace.unclassified", "value")
+            .expect("wakeup.trace.unclassified");
+        assert_eq!(classified + unclassified, 400.0);
+        for dir in ["0to1", "1to0"] {
+            let name = format!("wakeup.cross_cpu.{dir}.idle_fraction");
+            if let Some(f) = r.stat(&name, "value") {
+                assert!((0.0..=1.0).contains(&f), "{name}: {f}");
+            }
+        }
+    }
+}
+
+#[test]
 fn refuses_without_root() {
     // Run the binary as nobody (needs root to switch, and setpriv).
     // SAFETY: geteuid has no preconditions.

@@ -15,6 +15,8 @@ pub enum ProbeExperiment {
     Dontcache,
     /// 1, 2, 4, 8 sequential buffered writers on xfs, with writeback tracepoints.
     BufferedWrite,
+    /// Cross-CPU wakeup latency: a task blocked on idle CPU 1 woken from CPU 0, and back.
+    Wakeup,
 }
 
 #[derive(ClapArgs, Debug)]
@@ -28,7 +30,8 @@ pub struct Args {
     /// Repetitions of each measurement (default: 10 for umount, 1 otherwise).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: Option<u32>,
-    /// Small sizes and one repetition (tests, a first look).
+    /// Small sizes (200 rounds per direction for wakeup) and one repetition
+    /// (tests, a first look).
     #[arg(long)]
     pub quick: bool,
     /// Directory to create the probe's temporary directory in (default:
@@ -45,6 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ProbeExperiment::Umount => Experiment::Umount,
         ProbeExperiment::Dontcache => Experiment::Dontcache,
         ProbeExperiment::BufferedWrite => Experiment::BufferedWrite,
+        ProbeExperiment::Wakeup => Experiment::Wakeup,
     };
     if let Some(why) = probe::refusal() {
         eprintln!("wbsim probe: refused: {why}");

@@ -12,6 +12,10 @@
 //!   `fallocate(2)` (fio's default).
 //! - `buffered-write` ([`buffered_write`]): 1, 2, 4, 8 sequential buffered
 //!   writers on xfs, dirty pages over time and writeback tracepoint counts.
+//! - `wakeup` ([`wakeup`]): cross-CPU wakeup latency, from waking a task
+//!   blocked on an idle CPU (a pipe write from the other CPU) until it runs,
+//!   each wakeup classified idle/busy target from `sched:` events in a
+//!   private tracefs; no devices.
 //!
 //! Safety ([`guard`]): only sparse images, loop devices and mounts of its
 //! own under its own temporary directory; verified before every mkfs, mount
@@ -47,6 +51,16 @@
 //!   series `fio.<job>.dirty_pages` and `fio.<job>.writeback_pages` (pages,
 //!   t in ns from the job's start) and tracepoint counts
 //!   `fio.<job>.trace.<event>` (events; `trace.overrun` = lost).
+//! - `wakeup.cross_cpu` (us histogram: both directions, CPU 0 waking CPU 1
+//!   and CPU 1 waking CPU 0), `wakeup.cross_cpu.0to1`,
+//!   `wakeup.cross_cpu.1to0` (us, one direction each, waker to sleeper),
+//!   `wakeup.cross_cpu.idle` / `wakeup.cross_cpu.busy` (us, the rounds whose
+//!   target CPU was idle / running another task, from the woken task's
+//!   `sched_wakeup`/`sched_switch` events),
+//!   `wakeup.cross_cpu.<0to1|1to0>.idle_fraction` (fraction),
+//!   `wakeup.trace.unclassified` (rounds), `wakeup.trace.overrun` (events)
+//!   and `wakeup.run_delay` (us histogram: the woken task's runqueue wait
+//!   per wakeup, from schedstat).
 
 pub mod buffered_write;
 pub mod dontcache;
@@ -58,6 +72,7 @@ pub mod meminfo;
 pub mod sys;
 pub mod tracefs;
 pub mod umount;
+pub mod wakeup;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -81,6 +96,8 @@ pub enum Experiment {
     Dontcache,
     /// parallel buffered writers.
     BufferedWrite,
+    /// cross-CPU wakeup latency.
+    Wakeup,
 }
 
 impl Experiment {
@@ -89,6 +106,7 @@ impl Experiment {
         ("umount", Experiment::Umount),
         ("dontcache", Experiment::Dontcache),
         ("buffered-write", Experiment::BufferedWrite),
+        ("wakeup", Experiment::Wakeup),
     ];
 
     /// The name on the command line.
@@ -97,6 +115,7 @@ impl Experiment {
             Experiment::Umount => "umount",
             Experiment::Dontcache => "dontcache",
             Experiment::BufferedWrite => "buffered-write",
+            Experiment::Wakeup => "wakeup",
         }
     }
 
@@ -193,6 +212,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Results> {
         Experiment::Umount => umount::run(&mut ctx)?,
         Experiment::Dontcache => dontcache::run(&mut ctx)?,
         Experiment::BufferedWrite => buffered_write::run(&mut ctx)?,
+        Experiment::Wakeup => wakeup::run(&mut ctx)?,
     }
     let errs = guard.cleanup();
     if !errs.is_empty() {

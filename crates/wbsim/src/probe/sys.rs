@@ -1,8 +1,9 @@
 //! Thin wrappers over the system calls and commands the probe uses:
 //! `umount2(2)`, `pwritev2(2)`, `fallocate(2)`, an `O_EXCL` open that
 //! tells whether a block device is still claimed, `/proc/self/mountinfo`,
-//! and running a command with its error output kept for the message. Not
-//! kernel code.
+//! CPU affinity (`sched_getaffinity(2)`, `sched_setaffinity(2)`,
+//! `sched_getcpu(3)`), `CLOCK_MONOTONIC`, a pipe with one-byte reads and writes, and running a
+//! command with its error output kept for the message. Not kernel code.
 
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -203,6 +204,117 @@ pub fn fadvise_dontneed(fd: i32) {
     }
 }
 
+/// The CPUs this thread may run on (`sched_getaffinity(0)`), ascending.
+pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain old data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let n = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: every index is below the set's capacity in bits.
+    Ok((0..n)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
+/// Pins the calling thread to `cpu` (`sched_setaffinity(0, {cpu})`: pid 0
+/// is the calling thread, not the whole process).
+pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
+    if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "CPU number beyond cpu_set_t",
+        ));
+    }
+    // SAFETY: cpu_set_t is plain old data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below the set's capacity in bits (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// `clock_gettime(CLOCK_MONOTONIC)` in ns (the clock of `Instant`, and of
+/// tracefs's `mono` trace clock).
+pub fn monotonic_ns() -> u64 {
+    // SAFETY: timespec is plain old data; clock_gettime fills it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `ts` is valid for writes; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The CPU the calling thread runs on (`sched_getcpu(3)`, vDSO), or None.
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: no arguments; returns -1 on error.
+    let c = unsafe { libc::sched_getcpu() };
+    usize::try_from(c).ok()
+}
+
+/// A pipe (`pipe2(O_CLOEXEC)`): (read end, write end).
+pub fn pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded, so both are new descriptors owned by nobody else.
+    Ok(unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// Reads one byte from `fd`, blocking, retried on `EINTR`: true for a
+/// byte, false at end of file (every write end closed).
+pub fn read_byte(fd: std::os::fd::BorrowedFd) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let mut b = [0u8; 1];
+    loop {
+        // SAFETY: `b` is valid for writes of 1 byte during the call.
+        let r = unsafe { libc::read(fd.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
+        match r {
+            1 => return Ok(true),
+            0 => return Ok(false),
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// Writes one byte to `fd`, retried on `EINTR`.
+pub fn write_byte(fd: std::os::fd::BorrowedFd) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let b = [1u8; 1];
+    loop {
+        // SAFETY: `b` is valid for reads of 1 byte during the call.
+        let r = unsafe { libc::write(fd.as_raw_fd(), b.as_ptr().cast(), 1) };
+        if r == 1 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if r == 0 || e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,5 +324,24 @@ mod tests {
         assert_eq!(unescape(r"/a\040b"), "/a b");
         assert_eq!(unescape(r"/x\\"), r"/x\\");
         assert_eq!(unescape("/plain"), "/plain");
+    }
+
+    #[test]
+    fn pipe_bytes_and_eof() {
+        use std::os::fd::AsFd;
+        let (r, w) = pipe().unwrap();
+        write_byte(w.as_fd()).unwrap();
+        assert!(read_byte(r.as_fd()).unwrap());
+        drop(w);
+        assert!(!read_byte(r.as_fd()).unwrap());
+    }
+
+    #[test]
+    fn affinity_lists_this_cpu() {
+        let cpus = allowed_cpus().unwrap();
+        assert!(!cpus.is_empty());
+        if let Some(c) = current_cpu() {
+            assert!(cpus.contains(&c), "{c} not in {cpus:?}");
+        }
     }
 }

@@ -8,8 +8,13 @@
 //! (`name` or `bdi`) to the probe's own loop device (or, with
 //! [`Instance::create_events`], other events such as `xfs:` ones with a
 //! filter of the caller's, e.g. on the `dev` field), and counts events per
-//! name by reading `trace_pipe` on a thread while a job runs. The instance
-//! is removed on [`Instance::close`] and, whatever happens, by the guard.
+//! name by reading `trace_pipe` on a thread while a job runs. Or, with
+//! [`Instance::start_buffered`] and [`Instance::stop_and_read`], leaves the
+//! events in the ring buffer (no reader thread runs during the
+//! measurement) and returns its lines at the end, for callers that parse
+//! them with [`parse_line`] (e.g. with the `mono` trace clock set by
+//! [`Instance::set_clock`]). The instance is removed on
+//! [`Instance::close`] and, whatever happens, by the guard.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -153,6 +158,35 @@ impl Instance {
         })
     }
 
+    /// Sets the instance's `trace_clock` (e.g. `mono`: CLOCK_MONOTONIC, so
+    /// line timestamps compare with the probe's own clock readings).
+    pub fn set_clock(&self, clock: &str) -> anyhow::Result<()> {
+        sys::write(&self.dir.join("trace_clock"), clock)
+    }
+
+    /// Clears the buffer and turns tracing on, with no reader: the events
+    /// stay in the ring buffer (the oldest are overwritten when it is full,
+    /// counted as overrun) for [`Instance::stop_and_read`].
+    pub fn start_buffered(&self) -> anyhow::Result<()> {
+        sys::write(&self.dir.join("trace"), "")?;
+        sys::write(&self.dir.join("tracing_on"), "1")
+    }
+
+    /// Turns tracing off and returns the event lines of the `trace` file
+    /// (a non-consuming read of every CPU's buffer, merged in time order;
+    /// header lines dropped) and the number of events lost.
+    pub fn stop_and_read(&self) -> anyhow::Result<(Vec<String>, u64)> {
+        sys::write(&self.dir.join("tracing_on"), "0")?;
+        let p = self.dir.join("trace");
+        let text = std::fs::read_to_string(&p).with_context(|| format!("read {}", p.display()))?;
+        let lines = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && event_name(l).is_some())
+            .map(str::to_string)
+            .collect();
+        Ok((lines, self.overrun()))
+    }
+
     /// Clears the buffer and starts counting (tracing on).
     pub fn start(&self) -> anyhow::Result<Capture> {
         sys::write(&self.dir.join("trace"), "")?;
@@ -266,6 +300,48 @@ fn count_lines(buf: &mut Vec<u8>, counts: &mut BTreeMap<String, u64>) {
     *buf = rest;
 }
 
+/// One line of the `trace` text format,
+/// `  <comm>-<pid>  [<cpu>] <flags> <secs>.<usecs>: <event>: <text>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceLine<'a> {
+    /// The task that was current on the CPU when the event fired (0: the
+    /// idle task, shown as `<idle>-0`).
+    pub pid: i32,
+    /// The CPU it fired on.
+    pub cpu: usize,
+    /// Timestamp in ns of the instance's trace clock (printed in
+    /// microseconds, so the last three digits are 0).
+    pub ts_ns: u64,
+    /// Event name.
+    pub event: &'a str,
+    /// The event's own text (its fields).
+    pub text: &'a str,
+}
+
+/// Splits one trace line; None for headers and lines of another shape.
+pub fn parse_line(line: &str) -> Option<TraceLine<'_>> {
+    let open = line.find(" [")?;
+    let close = open + line[open..].find("] ")?;
+    let pid = line[..open].trim().rsplit_once('-')?.1.parse().ok()?;
+    let cpu = line[open + 2..close].parse().ok()?;
+    let after_cpu = &line[close + 2..];
+    let ts_end = after_cpu.find(": ")?;
+    let ts = after_cpu[..ts_end].rsplit(' ').next()?;
+    let (secs, frac) = ts.split_once('.')?;
+    let frac_ns = format!("{frac:0<9}");
+    let ts_ns =
+        secs.parse::<u64>().ok()? * 1_000_000_000 + frac_ns.get(..9)?.parse::<u64>().ok()?;
+    let after_ts = &after_cpu[ts_end + 2..];
+    let (event, text) = after_ts.split_once(':')?;
+    (!event.is_empty() && !event.contains(' ')).then_some(TraceLine {
+        pid,
+        cpu,
+        ts_ns,
+        event,
+        text: text.trim_start(),
+    })
+}
+
 /// The event name of one trace line.
 fn event_name(line: &str) -> Option<&str> {
     let after_cpu = &line[line.find("] ")? + 2..];
@@ -291,5 +367,23 @@ mod tests {
         count_lines(&mut buf, &mut counts);
         assert_eq!(counts.get("balance_dirty_pages"), Some(&2));
         assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn parses_timestamp_and_event() {
+        let l = "          <idle>-0       [001] d..2.   123.456789: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=wbsim next_pid=42 next_prio=120";
+        let t = parse_line(l).unwrap();
+        assert_eq!((t.pid, t.cpu, t.ts_ns), (0, 1, 123_456_789_000));
+        assert_eq!(t.event, "sched_switch");
+        assert!(
+            t.text.starts_with("prev_comm=swapper/1 prev_pid=0 "),
+            "{}",
+            t.text
+        );
+        let l = " memfd:sealed-91-6448 [000] d.h2. 5.000001: sched_wakeup: comm=x pid=42 prio=120 target_cpu=001";
+        let t = parse_line(l).unwrap();
+        assert_eq!((t.pid, t.cpu, t.ts_ns), (6448, 0, 5_000_001_000));
+        assert_eq!(t.event, "sched_wakeup");
+        assert!(parse_line("# tracer: nop").is_none());
     }
 }
