@@ -522,3 +522,26 @@ fn json_shape_and_key_names() {
     assert_eq!(back, out);
     assert_eq!(FioPercentiles::key(99.95), "99.950000");
 }
+
+#[test]
+fn file_layout_options() {
+    use wbsim::workload::fio::Fallocate;
+    let e = err_of("[j]\nsize=1m\nfallocate=fast\n");
+    assert_eq!(
+        (e.line, e.option.as_deref(), e.kind),
+        (3, Some("fallocate"), FioErrorKind::BadValue)
+    );
+    assert!(e
+        .message
+        .contains("expected native, posix, keep, truncate, none"));
+    let jobs = parse_str(
+        "[a]\nsize=1m\n[b]\nsize=1m\nfallocate=none\noverwrite=1\nnorandommap\n",
+        "jobs/t.fio",
+    )
+    .unwrap();
+    // fio's defaults: preallocate with fallocate(2), keep the random map.
+    assert_eq!(jobs.jobs[0].fallocate, Fallocate::Native);
+    assert!(!jobs.jobs[0].overwrite && !jobs.jobs[0].norandommap);
+    assert_eq!(jobs.jobs[1].fallocate, Fallocate::None);
+    assert!(jobs.jobs[1].overwrite && jobs.jobs[1].norandommap);
+}

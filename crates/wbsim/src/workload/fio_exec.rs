@@ -350,6 +350,8 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
         let s = &mut jobs[stats_id];
         let from = now + job.ramp_time_ns;
         s.start_ns = Some(s.start_ns.map_or(from, |t| t.min(from)));
+        s.events_first
+            .get_or_insert_with(|| w.m.events.borrow().clone());
     }
     let lanes = if job.ioengine.is_sync() {
         1
@@ -393,6 +395,7 @@ fn finish_stats(w: &World, stats_id: usize, error: Option<&str>, now: Time) {
     let s = &mut jobs[stats_id];
     s.running = s.running.saturating_sub(1);
     s.end_ns = Some(s.end_ns.map_or(now, |t| t.max(now)));
+    s.events_last.clone_from(&w.m.events.borrow());
     if s.error.is_none() {
         s.error = error.map(str::to_string);
     }

@@ -56,8 +56,8 @@ pub struct JobStats {
     /// NR_FILE_DIRTY and NR_FILE_PAGES at the first sample of the job, pages.
     pub start_dirty_pages: Option<u64>,
     pub start_cached_pages: Option<u64>,
-    /// Model event counts ([`crate::model::machine::Machine::events`]) at
-    /// the job's first and latest sample while it ran.
+    /// Model event counts ([`crate::model::machine::Machine::events`]) when
+    /// its first clone started and when its last one finished.
     pub events_first: Option<BTreeMap<&'static str, u64>>,
     pub events_last: BTreeMap<&'static str, u64>,
     /// First error (errno name), if the job failed (fio's `error`).

@@ -81,11 +81,8 @@ impl State {
                 }
             }
         }
-        let events = m.events.borrow().clone();
         for j in self.world.jobs.borrow_mut().iter_mut() {
             if j.running > 0 && j.start_ns.is_some_and(|t| t <= now) {
-                j.events_first.get_or_insert_with(|| events.clone());
-                j.events_last.clone_from(&events);
                 j.start_dirty_pages.get_or_insert(dirty);
                 j.start_cached_pages.get_or_insert(cached);
                 j.peak_dirty_pages = j.peak_dirty_pages.max(dirty);

@@ -1,0 +1,137 @@
+//! The XFS data path behind E5, through short scenarios: unwritten extents
+//! from fio's default preallocation, their conversion at I/O completion on
+//! the per-inode completion work, ioend merging, and the ILOCK contention
+//! between a writer and the conversions. Each would fail on a wrong model.
+
+mod common;
+use common::{run_text as run, stat};
+
+use wbsim::experiment::results::Results;
+
+/// A one-job scenario on a 4-CPU machine with an NVMe-class device (the
+/// default policies: inline RWF_DONTCACHE flushing, as Linux 6.18).
+fn one_job(wakeup: &str, job: &str) -> Results {
+    job_on(4, "nvme-dc", wakeup, job)
+}
+
+/// A one-job scenario on `cpus` CPUs and a device of `profile`.
+fn job_on(cpus: u32, profile: &str, wakeup: &str, job: &str) -> Results {
+    run(&format!(
+        r#"
+[scenario]
+name = "xfs-path"
+duration = "20s"
+
+[machine]
+cpus = {cpus}
+memory = "16g"
+wakeup_latency = "{wakeup}"
+
+[[device]]
+name = "nvme0n1"
+profile = "{profile}"
+
+[[filesystem]]
+name = "data"
+type = "xfs"
+device = "nvme0n1"
+mountpoint = "/mnt/data"
+
+[[job]]
+filesystem = "data"
+fio = """
+[j]
+ioengine=pvsync2
+group_reporting
+{job}
+"""
+"#
+    ))
+}
+
+fn conversions(r: &Results) -> f64 {
+    r.stat("fio.j.trace.xfs_unwritten_convert", "value")
+        .unwrap_or(0.0)
+}
+
+/// Random 4 KiB RWF_DONTCACHE writes into a preallocated file (fio's
+/// default `fallocate=native`) convert one unwritten extent per write: no
+/// two completed ioends are contiguous. fio's random map writes each block
+/// once, so the count is the number of writes.
+#[test]
+fn random_dontcache_writes_convert_once_per_write() {
+    let r = one_job("5us", "rw=randwrite\nfilesize=64m\nsize=16m\nuncached=1");
+    let writes = 16.0 * 256.0;
+    let c = conversions(&r);
+    assert!(
+        c >= 0.95 * writes && c <= writes,
+        "{c} conversions for {writes} writes"
+    );
+}
+
+/// Sequential 4 KiB RWF_DONTCACHE writes: each inline flush is one ioend.
+/// With completions served at once (fast CPUs, no wakeup latency) each is
+/// converted alone; where the completion work falls behind (2 CPUs shared
+/// with a loop device's worker, a 30 us wakeup latency, as on this
+/// project's VM) the ioends that completed meanwhile are merged
+/// (`iomap_ioend_try_merge`) and converted together.
+#[test]
+fn completion_backlog_merges_sequential_ioends() {
+    let job = "rw=write\nsize=16m\nuncached=1";
+    let writes = 16.0 * 256.0;
+    let at_once = conversions(&one_job("0us", job));
+    assert!(
+        at_once > 0.9 * writes,
+        "fast completions: {at_once} conversions"
+    );
+    let behind = conversions(&job_on(2, "loop-virtio", "30us", job));
+    assert!(
+        behind < 0.5 * writes,
+        "completion work behind: {behind} conversions for {writes} writes"
+    );
+}
+
+/// Writes landing on written blocks (`overwrite=1` lays the file out
+/// first) need no conversion; a new file without preallocation
+/// (`fallocate=none`) is allocated unwritten at writeback and converted too.
+#[test]
+fn only_unwritten_blocks_are_converted() {
+    let over = one_job(
+        "5us",
+        "rw=randwrite\nfilesize=16m\nsize=4m\nuncached=1\noverwrite=1",
+    );
+    assert_eq!(conversions(&over), 0.0);
+    let sparse = one_job(
+        "5us",
+        "rw=randwrite\nfilesize=16m\nsize=4m\nuncached=1\nfallocate=none",
+    );
+    assert!(conversions(&sparse) > 500.0, "{}", conversions(&sparse));
+}
+
+/// Inline random writes wait for the inode's ILOCK held by conversions of
+/// their earlier writes: the block lookup of the inline writepages
+/// (`xfs_map_blocks`, ILOCK shared) finds the lock held exclusive by the
+/// conversion of the previous write, and the write latency exceeds that of
+/// the same writes onto written blocks.
+#[test]
+fn conversions_contend_with_the_writer_on_the_ilock() {
+    let r = one_job("5us", "rw=randwrite\nfilesize=64m\nsize=16m\nuncached=1");
+    let contended = stat(&r, "lock.xfs:i_lock.read.contentions", "value");
+    let acquired = stat(&r, "lock.xfs:i_lock.read.acquisitions", "value");
+    assert!(
+        contended > 0.5 * acquired,
+        "{contended} of {acquired} shared ILOCK acquisitions contended"
+    );
+    let over = one_job(
+        "5us",
+        "rw=randwrite\nfilesize=64m\nsize=16m\nuncached=1\noverwrite=1",
+    );
+    let (p50, p50_over) = (
+        stat(&r, "fio.j.clat", "p50"),
+        stat(&over, "fio.j.clat", "p50"),
+    );
+    assert!(
+        p50 > 1.3 * p50_over,
+        "p50 {p50} us vs {p50_over} us without conversions"
+    );
+}
