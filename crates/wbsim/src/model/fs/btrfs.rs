@@ -35,7 +35,8 @@ use crate::model::machine::Machine;
 /// CPU per page of a buffered write (`btrfs_buffered_write`: space
 /// reservation, extent locking, copy), ns: 3.83 us. Measured with `wbsim probe
 /// dontcache` on the project machine (Linux 6.18,
-/// 2 vCPU, docs/probe/dontcache.json): from the p50 completion latency of a
+/// 2 vCPU, docs/probe/dontcache.json as of commit da9ba12; the later run there,
+/// on a busier machine, has higher p50s): from the p50 completion latency of a
 /// 1 MiB buffered write (S) and a 4 KiB one (R), with 1 us of syscall entry:
 /// per page = (S - R) / 255 = (983.0 - 7.08) / 255 us.
 pub const BTRFS_WRITE_PAGE_NS: Time = 3_830;

@@ -19,7 +19,8 @@ use crate::model::machine::Machine;
 /// CPU per page of a buffered write (`ext4_da_write_begin`, copy,
 /// `ext4_da_write_end`), ns: 1.17 us. Measured with `wbsim probe dontcache` on
 /// the project machine (Linux 6.18,
-/// 2 vCPU, docs/probe/dontcache.json): from the p50 completion latency of a
+/// 2 vCPU, docs/probe/dontcache.json as of commit da9ba12; the later run there,
+/// on a busier machine, has higher p50s): from the p50 completion latency of a
 /// 1 MiB buffered write (S) and a 4 KiB one (R), with 1 us of syscall entry:
 /// per page = (S - R) / 255 = (303.4 - 4.95) / 255 us.
 pub const EXT4_WRITE_PAGE_NS: Time = 1_170;
@@ -30,7 +31,8 @@ pub const EXT4_WRITE_PAGE_NS: Time = 1_170;
 pub const EXT4_WRITE_CALL_NS: Time = 2_780;
 /// CPU per page submitted by `ext4_writepages` beyond the per-call cost
 /// below (page walk, bio building), ns: 0.14 us. Measured like xfs's
-/// (docs/probe/dontcache.json): one inline writepages call cost 48.9 us for a
+/// (docs/probe/dontcache.json as of commit da9ba12): one inline writepages
+/// call cost 48.9 us for a
 /// 1 MiB dontcache write and 12.4 us for a 4 KiB one; per page =
 /// (48.9 - 12.4) / 255 us.
 pub const EXT4_WRITEPAGE_NS: Time = 143;

@@ -58,7 +58,8 @@ use crate::model::machine::Machine;
 /// CPU per 4 KiB of a buffered write (`iomap_write_begin`, copy into large
 /// folios, `iomap_write_end`), ns: 0.37 us. Measured with `wbsim probe
 /// dontcache` on the project machine (Linux 6.18,
-/// 2 vCPU, docs/probe/dontcache.json): from the p50 completion latency of a
+/// 2 vCPU, docs/probe/dontcache.json as of commit da9ba12; the later run there
+/// gives the same to within 10% for xfs): from the p50 completion latency of a
 /// 1 MiB buffered write (S) and a 4 KiB one (R), with 1 us of syscall entry:
 /// per page = (S - R) / 255 = (98.4 - 3.6) / 255 us.
 pub const XFS_WRITE_PAGE_NS: Time = 370;
