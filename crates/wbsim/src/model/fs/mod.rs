@@ -5,7 +5,10 @@
 //! studied mechanisms need of them: write_begin/write_end CPU cost, writepages,
 //! fsync, sync_fs, put_super and its shutdown cost, whether the filesystem has
 //! writeback at all (tmpfs does not), a per-superblock bdi (btrfs), FOP_DONTCACHE
-//! support, and the hook that chooses an inode's writeback context.
+//! support, the hook that chooses an inode's writeback context, and the costs
+//! of the extent paths (ilock holds, delalloc allocation, unwritten
+//! conversion, speculative preallocation) with the workqueue on which ioends
+//! complete in task context (XFS).
 
 pub mod btrfs;
 pub mod ext4;

@@ -2,10 +2,13 @@
 //! `iomap_dio_rw` (O_DIRECT), `filemap_read` (buffered reads), with
 //! RWF_DONTCACHE's drop-behind folios, and allocation with direct reclaim.
 //!
-//! A buffered write of a range is handled as one batch: the CPU of write_begin,
-//! copy and write_end for every page, the pages marked dirty (new pages
-//! allocated, reclaiming clean pages if memory is short), the inode marked
-//! dirty, then `balance_dirty_pages_ratelimited`. Simplified: partial-page
+//! A buffered write of a range is handled as one batch: the block mapping
+//! under the inode's ilock (`->iomap_begin`, a filesystem cost), the CPU of
+//! write_begin, copy and write_end for every page, speculative preallocation
+//! beyond EOF for a write that extends the file (XFS), the pages marked dirty
+//! (new pages allocated, reclaiming clean pages if memory is short), the inode
+//! marked dirty, then `balance_dirty_pages_ratelimited`. `fallocate(2)` gives
+//! a range unwritten blocks. Simplified: partial-page
 //! writes do not read the page first (writes are page aligned in practice);
 //! readahead is not modelled (a read fetches exactly its missing pages); reclaim
 //! takes clean pages from the least recently used inodes (one LRU over inodes,
