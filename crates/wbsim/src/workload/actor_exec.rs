@@ -13,6 +13,7 @@ use std::rc::Rc;
 
 use super::actor::{ActorConfig, Repeat, Step, StepOp};
 use super::world::World;
+use crate::model::errno::Errno;
 use crate::model::fs::read_write::{vfs_read, vfs_write, IoFlags};
 use crate::model::fs::super_::SuperBlock;
 use crate::model::fs::sync::{ksys_sync, sync_filesystem, vfs_fsync};
@@ -20,29 +21,63 @@ use crate::model::fs::LocalBoxFuture;
 use crate::model::kernel::sched::CgroupId;
 use crate::model::mm::throttle::TaskDirty;
 
+/// Why a step failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StepError {
+    /// The system call returned this errno: counted (`STEP.EBUSY`, and
+    /// `RECORD.EBUSY` for a recorded step), and the actor goes on, as a
+    /// script that checks the return value would.
+    Errno(Errno),
+    /// The scenario asked for something that cannot be done (no such
+    /// filesystem or file, a model error): ends the actor, reported as a
+    /// run error.
+    Fatal(String),
+}
+
+impl From<String> for StepError {
+    fn from(s: String) -> Self {
+        StepError::Fatal(s)
+    }
+}
+
+impl From<Errno> for StepError {
+    fn from(e: Errno) -> Self {
+        StepError::Errno(e)
+    }
+}
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepError::Errno(e) => f.write_str(e.name()),
+            StepError::Fatal(s) => f.write_str(s),
+        }
+    }
+}
+
 /// What actors need from the mount lifecycle (provided by the runner, which
 /// knows the scenario's filesystems).
 pub trait MountOps {
-    /// `mount(2)` of filesystem `name`; Err(errno name) on failure.
+    /// `mount(2)` of filesystem `name`.
     fn mount<'a>(
         &'a self,
         w: &'a Rc<World>,
         name: &'a str,
-    ) -> LocalBoxFuture<'a, Result<(), String>>;
+    ) -> LocalBoxFuture<'a, Result<(), StepError>>;
     /// `umount2(2)` of filesystem `name`, `MNT_DETACH` when `lazy`.
     fn umount<'a>(
         &'a self,
         w: &'a Rc<World>,
         name: &'a str,
         lazy: bool,
-    ) -> LocalBoxFuture<'a, Result<(), String>>;
+    ) -> LocalBoxFuture<'a, Result<(), StepError>>;
     /// Reuse the device of filesystem `name` right away (mount it again
-    /// elsewhere, or detach its loop device): Err("EBUSY") while held.
+    /// elsewhere, or detach its loop device): EBUSY while held.
     fn reuse_device<'a>(
         &'a self,
         w: &'a Rc<World>,
         name: &'a str,
-    ) -> LocalBoxFuture<'a, Result<(), String>>;
+    ) -> LocalBoxFuture<'a, Result<(), StepError>>;
 }
 
 /// Starts every instance of `actor` in `cgroup`.
@@ -104,13 +139,13 @@ async fn run_step(
     step: &Step,
     task: &mut TaskDirty,
     ops: &dyn MountOps,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let m = &w.m;
     let t0 = m.now();
     if step.exec {
         m.sched.cpu(m.cfg.process_start_ns).await;
     }
-    let outcome: Result<(), String> = match &step.op {
+    let outcome: Result<(), StepError> = match &step.op {
         StepOp::Mount { filesystem } => ops.mount(w, filesystem).await,
         StepOp::Umount { filesystem, lazy } => ops.umount(w, filesystem, *lazy).await,
         StepOp::ReuseDevice { filesystem } => ops.reuse_device(w, filesystem).await,
@@ -155,7 +190,7 @@ async fn run_step(
             let name = inst(name, instance);
             let mut cgs = w.cgroups.borrow_mut();
             if cgs.remove(&name).is_none() {
-                return Err(format!("cgroup_rmdir: no cgroup '{name}'"));
+                return Err(format!("cgroup_rmdir: no cgroup '{name}'").into());
             }
             // Leave it: the actor moves back to its own cgroup.
             let own = a
@@ -237,8 +272,8 @@ async fn run_step(
     // An errno outcome is counted, not fatal: `umount` may get EBUSY, a device
     // reuse after a lazy umount may too. Other errors end the actor.
     let outcome = match outcome {
-        Err(e) if e.starts_with('E') && e.chars().all(|c| c.is_ascii_uppercase()) => {
-            let what = step_name(&step.op);
+        Err(StepError::Errno(e)) => {
+            let (what, e) = (step_name(&step.op), e.name());
             w.count(&format!("{what}.{e}"), 1);
             if let Some(r) = &step.record {
                 w.count(&format!("{r}.{e}"), 1);

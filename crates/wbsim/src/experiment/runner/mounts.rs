@@ -12,7 +12,7 @@ use crate::model::block::BlockDevice;
 use crate::model::fs::namespace::{self, flags::MNT_DETACH};
 use crate::model::fs::LocalBoxFuture;
 use crate::model::mm::backing_dev::BdiSettings;
-use crate::workload::actor_exec::MountOps;
+use crate::workload::actor_exec::{MountOps, StepError};
 use crate::workload::world::World;
 
 /// Mount operations over the scenario's filesystems.
@@ -57,7 +57,7 @@ impl RunnerMounts {
             .unwrap_or_else(|| Err("boot mounts did not finish".into()))
     }
 
-    async fn do_mount(&self, w: &Rc<World>, name: &str) -> Result<(), String> {
+    async fn do_mount(&self, w: &Rc<World>, name: &str) -> Result<(), StepError> {
         let c = self
             .configs
             .iter()
@@ -74,9 +74,7 @@ impl RunnerMounts {
             .and_then(|d| self.bdi_settings.get(d))
             .cloned()
             .unwrap_or_default();
-        let mnt = namespace::do_mount(&w.m, &c.mountpoint, fs, dev, settings)
-            .await
-            .map_err(|e| e.name().to_string())?;
+        let mnt = namespace::do_mount(&w.m, &c.mountpoint, fs, dev, settings).await?;
         *entry.sb.borrow_mut() = Some(mnt.sb.clone());
         Ok(())
     }
@@ -87,7 +85,7 @@ impl MountOps for RunnerMounts {
         &'a self,
         w: &'a Rc<World>,
         name: &'a str,
-    ) -> LocalBoxFuture<'a, Result<(), String>> {
+    ) -> LocalBoxFuture<'a, Result<(), StepError>> {
         Box::pin(self.do_mount(w, name))
     }
 
@@ -96,15 +94,13 @@ impl MountOps for RunnerMounts {
         w: &'a Rc<World>,
         name: &'a str,
         lazy: bool,
-    ) -> LocalBoxFuture<'a, Result<(), String>> {
+    ) -> LocalBoxFuture<'a, Result<(), StepError>> {
         Box::pin(async move {
             let entry = w
                 .fs(name)
                 .ok_or_else(|| format!("no filesystem '{name}'"))?;
             let flags = if lazy { MNT_DETACH } else { 0 };
-            namespace::umount(&w.m, &entry.mountpoint, flags)
-                .await
-                .map_err(|e| e.name().to_string())?;
+            namespace::umount(&w.m, &entry.mountpoint, flags).await?;
             // Gone from the namespace (a lazy umount's superblock may live on
             // until its grace period or last user).
             if let Some(sb) = entry.sb.borrow_mut().take() {
@@ -118,7 +114,7 @@ impl MountOps for RunnerMounts {
         &'a self,
         w: &'a Rc<World>,
         name: &'a str,
-    ) -> LocalBoxFuture<'a, Result<(), String>> {
+    ) -> LocalBoxFuture<'a, Result<(), StepError>> {
         Box::pin(async move {
             let dev = self
                 .configs
@@ -127,7 +123,7 @@ impl MountOps for RunnerMounts {
                 .and_then(|c| c.device.as_ref())
                 .and_then(|d| self.devices.get(d))
                 .ok_or_else(|| format!("reuse_device: filesystem '{name}' has no device"))?;
-            namespace::reuse_device(&w.m, dev).map_err(|e| e.name().to_string())
+            Ok(namespace::reuse_device(&w.m, dev)?)
         })
     }
 }
