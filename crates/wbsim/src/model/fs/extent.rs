@@ -142,35 +142,42 @@ impl ExtentMap {
         Self::default()
     }
 
+    /// Holes of `[start, end)`: pages with neither written nor unwritten
+    /// blocks.
+    fn holes(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        self.written
+            .gaps(start, end)
+            .into_iter()
+            .flat_map(|(s, e)| self.unwritten.gaps(s, e))
+            .collect()
+    }
+
+    /// Gives the holes of `[start, end)` unwritten blocks. Returns the pages.
+    fn fill_unwritten(&mut self, start: u64, end: u64) -> u64 {
+        let holes = self.holes(start, end);
+        for &(s, e) in &holes {
+            self.unwritten.insert(s, e);
+        }
+        holes.iter().map(|(s, e)| e - s).sum()
+    }
+
     /// `fallocate(fd, 0, ...)`: the holes of `[start, end)` get unwritten
     /// blocks; written blocks stay. Returns the pages newly allocated.
     pub fn fallocate(&mut self, start: u64, end: u64) -> u64 {
-        let mut got = 0;
-        for (s, e) in self.written.gaps(start, end) {
-            for (hs, he) in self.unwritten.gaps(s, e) {
-                self.unwritten.insert(hs, he);
-                got += he - hs;
-            }
-        }
-        got
+        self.fill_unwritten(start, end)
     }
 
     /// Whether writing back `[start, end)` must allocate blocks (some page is
     /// a delalloc hole).
     pub fn needs_alloc(&self, start: u64, end: u64) -> bool {
-        self.written
-            .gaps(start, end)
-            .into_iter()
-            .any(|(s, e)| !self.unwritten.gaps(s, e).is_empty())
+        !self.holes(start, end).is_empty()
     }
 
     /// Reserves `[start, end)` beyond EOF as delalloc (speculative
     /// preallocation of a write that extends the file).
     pub fn reserve_eof(&mut self, start: u64, end: u64) {
-        for (s, e) in self.written.gaps(start, end) {
-            for (hs, he) in self.unwritten.gaps(s, e) {
-                self.eof_reserved.insert(hs, he);
-            }
+        for (s, e) in self.holes(start, end) {
+            self.eof_reserved.insert(s, e);
         }
     }
 
@@ -185,13 +192,7 @@ impl ExtentMap {
                 end = end.max(re);
             }
         }
-        let mut got = 0;
-        for (s, e) in self.written.gaps(start, end) {
-            for (hs, he) in self.unwritten.gaps(s, e) {
-                self.unwritten.insert(hs, he);
-                got += he - hs;
-            }
-        }
+        let got = self.fill_unwritten(start, end);
         self.eof_reserved.remove(start, end);
         got
     }
@@ -213,21 +214,14 @@ impl ExtentMap {
     /// Returns the unwritten extents it touched (0: nothing to convert).
     pub fn convert_unwritten(&mut self, start: u64, end: u64) -> u64 {
         let mut touched = 0;
-        let pieces: Vec<(u64, u64)> = {
-            let gaps = self.unwritten.gaps(start, end);
-            let mut v = Vec::new();
-            let mut at = start;
-            for (gs, ge) in gaps {
-                if gs > at {
-                    v.push((at, gs));
-                }
-                at = ge;
-            }
-            if at < end {
-                v.push((at, end));
-            }
-            v
-        };
+        // The unwritten parts of the range.
+        let pieces: Vec<(u64, u64)> = self
+            .unwritten
+            .touching(start, end)
+            .into_iter()
+            .map(|(s, e)| (s.max(start), e.min(end)))
+            .filter(|(s, e)| s < e)
+            .collect();
         for (s, e) in pieces {
             let (hit, splits) = self.unwritten.remove(s, e);
             touched += hit;

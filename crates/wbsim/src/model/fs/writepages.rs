@@ -57,8 +57,9 @@ pub const DROPBEHIND_PAGE_NS: Time = 300;
 struct Ioend {
     start: u64,
     end: u64,
-    /// Unwritten blocks or PG_dropbehind folios: complete on the workqueue.
-    needs_wq: bool,
+    /// The completion workqueue when the ioend needs task context (unwritten
+    /// blocks or PG_dropbehind folios); None: it ends in bio completion.
+    wq: Option<Workqueue>,
     /// Bios submitted and not yet completed.
     in_flight: u32,
     /// No more bios will be added (`iomap_submit_ioend` done).
@@ -70,15 +71,15 @@ type IoendRef = Rc<RefCell<Ioend>>;
 
 /// Submits the pages `[start, end)` of `inode` (already in writeback state)
 /// as bios of at most the device's request size. With a filesystem
-/// completion workqueue the pages join the writepages call's ioend `cur`
-/// (a new one unless they continue it), which completes as a whole;
+/// completion workqueue `wq` the pages join the writepages call's ioend
+/// `cur` (a new one unless they continue it), which completes as a whole;
 /// otherwise each bio's completion ends its own pages' writeback.
 async fn submit_page_range(
     m: &Rc<Machine>,
     sb: &Rc<SuperBlock>,
     inode: &InodeRef,
-    start: u64,
-    end: u64,
+    (start, end): (u64, u64),
+    wq: Option<&Workqueue>,
     cur: &mut Option<IoendRef>,
 ) {
     let Some(dev) = sb.device.clone() else {
@@ -86,21 +87,20 @@ async fn submit_page_range(
         end_page_writeback(m, inode, start, end);
         return;
     };
-    let wq = sb.fs.end_io_wq(m, sb);
-    if wq.is_some() {
+    if let Some(wq) = wq {
         // iomap_can_add_to_ioend: contiguous and of the same kind.
         let needs_wq = inode.extents.borrow().has_unwritten(start, end)
             || inode.mapping.borrow().any_dropbehind(start, end);
         let continues = cur.as_ref().is_some_and(|io| {
             let io = io.borrow();
-            io.end == start && io.needs_wq == needs_wq
+            io.end == start && io.wq.is_some() == needs_wq
         });
         if !continues {
             close_ioend(m, sb, inode, cur.take());
             *cur = Some(Rc::new(RefCell::new(Ioend {
                 start,
                 end: start,
-                needs_wq,
+                wq: needs_wq.then(|| wq.clone()),
                 in_flight: 0,
                 closed: false,
             })));
@@ -150,25 +150,17 @@ fn close_ioend(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef, io: Optio
 }
 
 /// `iomap_writepage_end_bio` of the ioend's last bio: ends its pages'
-/// writeback here or hands it to the completion workqueue.
+/// writeback here or hands it to the completion workqueue. An ioend is done
+/// exactly once: when it is closed with no bio in flight, or when its last
+/// bio completes after it was closed.
 fn ioend_maybe_done(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef, io: &IoendRef) {
-    let (done, start, end, needs_wq) = {
-        let io = io.borrow();
-        (
-            io.closed && io.in_flight == 0,
-            io.start,
-            io.end,
-            io.needs_wq,
-        )
-    };
-    if !done || start == end {
+    let io = io.borrow();
+    if !io.closed || io.in_flight > 0 {
         return;
     }
-    // Completed once: an empty range marks it.
-    io.borrow_mut().start = end;
-    match sb.fs.end_io_wq(m, sb).filter(|_| needs_wq) {
-        Some(wq) => queue_ioend(m, sb, &wq, inode, start, end),
-        None => end_page_writeback(m, inode, start, end),
+    match &io.wq {
+        Some(wq) => queue_ioend(m, sb, wq, inode, io.start, io.end),
+        None => end_page_writeback(m, inode, io.start, io.end),
     }
 }
 
@@ -240,54 +232,57 @@ async fn iomap_end_ioend(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef,
             format!("ino={} index={s} nr={}", inode.ino, e - s)
         });
     }
-    let (d, dropbehind) = inode.mapping.borrow_mut().end_writeback(s, e);
-    account_delta(m, inode.wb().as_ref(), &d);
-    inode.i_wb_wait.wake_up_all();
-    m.sim.trace("writeback_end_folio", || {
-        format!("ino={} index={s} nr={}", inode.ino, e - s)
-    });
+    let dropbehind = folio_end_writeback(m, inode, s, e);
     if dropbehind > 0 {
-        m.sched.cpu(dropbehind * DROPBEHIND_PAGE_NS).await;
-        let d = inode.mapping.borrow_mut().drop_clean_dropbehind(s, e);
-        account_delta(m, inode.wb().as_ref(), &d);
-        m.sim.trace("folio_end_dropbehind", || {
-            format!("ino={} index={s} nr={}", inode.ino, -d.cached)
-        });
+        folio_end_dropbehind(m, inode, s, e, dropbehind).await;
     }
 }
 
-/// `folio_end_writeback` for a page range: counters, waiters, and for
-/// PG_dropbehind folios the drop in task context.
+/// `folio_end_writeback` for a page range in interrupt context: counters,
+/// waiters, and for PG_dropbehind folios the drop by a kworker.
 pub fn end_page_writeback(m: &Rc<Machine>, inode: &InodeRef, start: u64, end: u64) {
+    let dropbehind = folio_end_writeback(m, inode, start, end);
+    if dropbehind > 0 {
+        end_dropbehind_work(m, inode, start, end, dropbehind);
+    }
+}
+
+/// `folio_end_writeback` proper: pages clean (or dirty again), counters,
+/// waiters woken. Returns the clean PG_dropbehind pages left to drop.
+fn folio_end_writeback(m: &Rc<Machine>, inode: &InodeRef, start: u64, end: u64) -> u64 {
     let (d, dropbehind) = inode.mapping.borrow_mut().end_writeback(start, end);
     account_delta(m, inode.wb().as_ref(), &d);
     inode.i_wb_wait.wake_up_all();
     m.sim.trace("writeback_end_folio", || {
         format!("ino={} index={start} nr={}", inode.ino, end - start)
     });
-    if dropbehind > 0 {
-        end_dropbehind_work(m, inode, start, end, dropbehind);
-    }
+    dropbehind
 }
 
-/// The task-context completion of an I/O with PG_dropbehind folios: bio
-/// completion runs in interrupt context, where `folio_end_dropbehind` cannot
-/// take the folio lock, so iomap marks such ioends (IOMAP_IOEND_DONTCACHE)
-/// and the filesystem finishes them from a workqueue (xfs's `xfs_end_io`),
-/// which pays [`DROPBEHIND_PAGE_NS`] per folio and drops those still clean.
-/// Modelled as a kworker task per completed bio.
+/// `folio_end_dropbehind` in task context for `pages` PG_dropbehind folios
+/// of `[start, end)`: [`DROPBEHIND_PAGE_NS`] each, then those still clean
+/// leave the page cache.
+async fn folio_end_dropbehind(m: &Rc<Machine>, inode: &InodeRef, start: u64, end: u64, pages: u64) {
+    m.sched.cpu(pages * DROPBEHIND_PAGE_NS).await;
+    let d = inode.mapping.borrow_mut().drop_clean_dropbehind(start, end);
+    account_delta(m, inode.wb().as_ref(), &d);
+    m.sim.trace("folio_end_dropbehind", || {
+        format!("ino={} index={start} nr={}", inode.ino, -d.cached)
+    });
+}
+
+/// The task-context completion of an I/O with PG_dropbehind folios for a
+/// filesystem without a completion workqueue: bio completion runs in
+/// interrupt context, where `folio_end_dropbehind` cannot take the folio
+/// lock, so the drop runs from a kworker, one task per completed bio.
 fn end_dropbehind_work(m: &Rc<Machine>, inode: &InodeRef, start: u64, end: u64, pages: u64) {
     let wm = Rc::downgrade(m);
     let ino = inode.clone();
     m.sched
         .spawn("kworker/u:dropbehind", CgroupId::ROOT, 0, async move {
-            let Some(m) = wm.upgrade() else { return };
-            m.sched.cpu(pages * DROPBEHIND_PAGE_NS).await;
-            let d = ino.mapping.borrow_mut().drop_clean_dropbehind(start, end);
-            account_delta(&m, ino.wb().as_ref(), &d);
-            m.sim.trace("folio_end_dropbehind", || {
-                format!("ino={} index={start} nr={}", ino.ino, -d.cached)
-            });
+            if let Some(m) = wm.upgrade() {
+                folio_end_dropbehind(&m, &ino, start, end, pages).await;
+            }
         });
 }
 
@@ -323,6 +318,7 @@ pub async fn generic_writepages(
     let map_ns = sb.fs.map_blocks_ns();
     let alloc_ns = sb.fs.delalloc_alloc_ns();
     let mut first_batch = true;
+    let wq = sb.fs.end_io_wq(m, sb);
     let mut ioend: Option<IoendRef> = None;
     while wbc.nr_to_write > 0 && tagged > 0 {
         let take = batch.min(wbc.nr_to_write as u64).min(tagged);
@@ -349,7 +345,7 @@ pub async fn generic_writepages(
         m.sched.cpu(call + pages * per_page).await;
         for &(s, e) in &ranges {
             map_blocks(m, inode, s, e, map_ns, alloc_ns).await;
-            submit_page_range(m, sb, inode, s, e, &mut ioend).await;
+            submit_page_range(m, sb, inode, (s, e), wq.as_ref(), &mut ioend).await;
         }
         wbc.nr_to_write -= pages as i64;
         tagged = tagged.saturating_sub(pages);
