@@ -25,10 +25,8 @@ use std::rc::Rc;
 use sim::{Time, USEC};
 
 use crate::model::block::{Bio, BioFlags};
-use crate::model::fs::inode::InodeRef;
 use crate::model::fs::super_::SuperBlock;
-use crate::model::fs::writepages::generic_writepages;
-use crate::model::fs::{Filesystem, LocalBoxFuture, WritebackControl};
+use crate::model::fs::{Filesystem, LocalBoxFuture};
 use crate::model::kernel::wait::WaitQueue;
 use crate::model::machine::Machine;
 
@@ -140,21 +138,9 @@ impl Filesystem for Btrfs {
     fn writepage_ns(&self) -> Time {
         BTRFS_WRITEPAGE_NS
     }
-    fn writepages<'a>(
-        &'a self,
-        m: &'a Rc<Machine>,
-        sb: &'a Rc<SuperBlock>,
-        inode: &'a InodeRef,
-        wbc: &'a mut WritebackControl,
-    ) -> LocalBoxFuture<'a, ()> {
-        Box::pin(async move {
-            let before = wbc.nr_to_write;
-            generic_writepages(m, sb, inode, wbc).await;
-            if wbc.nr_to_write < before {
-                // New extents: extent, fs and csum trees change.
-                self.trans_dirty.borrow_mut().insert(sb.id);
-            }
-        })
+    fn data_written(&self, sb: &SuperBlock) {
+        // New extents: extent, fs and csum trees change.
+        self.trans_dirty.borrow_mut().insert(sb.id);
     }
     fn fsync_commit<'a>(
         &'a self,

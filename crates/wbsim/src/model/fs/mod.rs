@@ -159,7 +159,9 @@ pub trait Filesystem {
         let _ = (m, sb);
         None
     }
-    /// Writes dirty pages of `inode` as `wbc` asks (`->writepages`).
+    /// Writes dirty pages of `inode` as `wbc` asks (`->writepages`): the
+    /// generic writepages, then [`Filesystem::data_written`] if it wrote
+    /// anything.
     fn writepages<'a>(
         &'a self,
         m: &'a Rc<Machine>,
@@ -167,7 +169,19 @@ pub trait Filesystem {
         inode: &'a InodeRef,
         wbc: &'a mut WritebackControl,
     ) -> LocalBoxFuture<'a, ()> {
-        Box::pin(writepages::generic_writepages(m, sb, inode, wbc))
+        Box::pin(async move {
+            let before = wbc.nr_to_write;
+            writepages::generic_writepages(m, sb, inode, wbc).await;
+            if wbc.nr_to_write < before {
+                self.data_written(sb);
+            }
+        })
+    }
+    /// Writeback wrote data of `sb`: metadata it changed (allocation,
+    /// extent and checksum trees, size updates) now waits for the next log
+    /// force or transaction commit.
+    fn data_written(&self, sb: &SuperBlock) {
+        let _ = sb;
     }
     /// What `->fsync` does after the data is written and waited on: a journal
     /// or log commit and a cache flush (`datasync` skips metadata-only work).

@@ -48,10 +48,8 @@ use std::rc::Rc;
 use sim::{Time, USEC};
 
 use crate::model::block::{Bio, BioFlags};
-use crate::model::fs::inode::InodeRef;
 use crate::model::fs::super_::SuperBlock;
-use crate::model::fs::writepages::generic_writepages;
-use crate::model::fs::{Filesystem, LocalBoxFuture, WritebackControl};
+use crate::model::fs::{Filesystem, LocalBoxFuture};
 use crate::model::kernel::workqueue::{alloc_workqueue, Workqueue, WqFlags};
 use crate::model::machine::Machine;
 
@@ -276,21 +274,9 @@ impl Filesystem for Xfs {
             .clone();
         Some(wq)
     }
-    fn writepages<'a>(
-        &'a self,
-        m: &'a Rc<Machine>,
-        sb: &'a Rc<SuperBlock>,
-        inode: &'a InodeRef,
-        wbc: &'a mut WritebackControl,
-    ) -> LocalBoxFuture<'a, ()> {
-        Box::pin(async move {
-            let before = wbc.nr_to_write;
-            generic_writepages(m, sb, inode, wbc).await;
-            if wbc.nr_to_write < before {
-                // Delalloc conversion and size updates are logged.
-                self.log_dirty.borrow_mut().insert(sb.id);
-            }
-        })
+    fn data_written(&self, sb: &SuperBlock) {
+        // Delalloc conversion and size updates are logged.
+        self.log_dirty.borrow_mut().insert(sb.id);
     }
     fn fsync_commit<'a>(
         &'a self,
