@@ -23,7 +23,7 @@ use wbsim::model::fs::Filesystem;
 use wbsim::model::kernel::rcu::{GpDuration, RcuParams};
 use wbsim::model::machine::{Machine, MachineConfig};
 use wbsim::model::mm::backing_dev::BdiSettings;
-use wbsim::model::mm::throttle::TaskDirty;
+use wbsim::model::mm::page_writeback::TaskDirty;
 use wbsim::model::policy::DetachRelease;
 
 const MIB: u64 = 1 << 20;

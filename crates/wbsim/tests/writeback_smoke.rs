@@ -9,7 +9,7 @@ use wbsim::model::fs::read_write::{create_file, vfs_write, IoFlags};
 use wbsim::model::fs::super_::sget;
 use wbsim::model::machine::{Machine, MachineConfig};
 use wbsim::model::mm::backing_dev::BdiSettings;
-use wbsim::model::mm::throttle::TaskDirty;
+use wbsim::model::mm::page_writeback::TaskDirty;
 
 #[test]
 fn writer_faster_than_device_settles_at_device_bandwidth() {
@@ -43,7 +43,7 @@ fn writer_faster_than_device_settles_at_device_bandwidth() {
         let vm = m.vm.borrow();
         samples.push((vm.nr_file_dirty, vm.nr_writeback, dev.stats().write_bytes));
     }
-    let th = wbsim::model::mm::throttle::global_thresholds(&m);
+    let th = wbsim::model::mm::page_writeback::global_thresholds(&m);
     eprintln!("thresh {} bg {}", th.thresh, th.bg_thresh);
     for (i, s) in samples.iter().enumerate() {
         eprintln!(

@@ -43,6 +43,16 @@ impl Errno {
     }
 }
 
+/// Errors of the read/write paths that are not syscall failures of the
+/// mount API: `-EOPNOTSUPP` and `-EAGAIN`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoError {
+    /// EOPNOTSUPP: RWF_DONTCACHE on a filesystem without FOP_DONTCACHE.
+    NotSupported,
+    /// EAGAIN: would block with IOCB_NOWAIT.
+    Again,
+}
+
 impl fmt::Display for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -19,7 +19,7 @@ use crate::model::fs::super_::SuperBlock;
 use crate::model::fs::sync::{ksys_sync, sync_filesystem, vfs_fsync};
 use crate::model::fs::LocalBoxFuture;
 use crate::model::kernel::sched::CgroupId;
-use crate::model::mm::throttle::TaskDirty;
+use crate::model::mm::page_writeback::TaskDirty;
 
 /// Why a step failed.
 #[derive(Clone, Debug, PartialEq, Eq)]

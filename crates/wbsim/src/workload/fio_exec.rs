@@ -34,12 +34,13 @@ use sim::{SimRng, Time};
 
 use super::fio::{Fallocate, FioJob, IoEngine, RwMode};
 use super::world::{hist_record, JobStats, World};
-use crate::model::fs::read_write::{vfs_fallocate, vfs_read, vfs_write, File, IoError, IoFlags};
+use crate::model::errno::IoError;
+use crate::model::fs::read_write::{vfs_fallocate, vfs_read, vfs_write, File, IoFlags};
 use crate::model::fs::sync::vfs_fsync;
 use crate::model::kernel::sched::CgroupId;
 use crate::model::kernel::wait::WaitQueue;
 use crate::model::machine::Machine;
-use crate::model::mm::throttle::TaskDirty;
+use crate::model::mm::page_writeback::TaskDirty;
 use crate::model::mm::vmstat::PAGE_SIZE;
 
 /// One `[[job]]` table's jobs, ready to start.

@@ -12,7 +12,7 @@ use sim::Time;
 
 use crate::experiment::metrics::Metrics;
 use crate::model::block::BlockDevice;
-use crate::model::mm::throttle::global_thresholds;
+use crate::model::mm::page_writeback::global_thresholds;
 use crate::workload::world::World;
 
 /// What the sampler collected.

@@ -24,11 +24,12 @@ use sim::{Time, MSEC, USEC};
 use crate::model::fs::inode::{state::*, InodeRef};
 use crate::model::fs::super_::SuperBlock;
 use crate::model::fs::WritebackControl;
-use crate::model::kernel::workqueue::{mod_delayed_work, queue_delayed_work, DelayedWork};
+use crate::model::kernel::workqueue::DelayedWork;
 use crate::model::machine::Machine;
+use crate::model::mm::backing_dev::{wb_wakeup, wb_wakeup_delayed};
 use crate::model::mm::backing_dev::{Bdi, BdiSettings, IoList, SyncMode, Wb, WbReason, WbWork};
+use crate::model::mm::page_writeback as throttle;
 use crate::model::mm::page_writeback::BdiDirtyConfig;
-use crate::model::mm::throttle;
 
 /// `MIN_WRITEBACK_PAGES`: 4 MiB in pages (fs/fs-writeback.c).
 pub const MIN_WRITEBACK_PAGES: i64 = (4 << 20) / 4096;
@@ -126,26 +127,6 @@ pub fn inode_sb(m: &Machine, inode: &InodeRef) -> Rc<SuperBlock> {
 
 // ------------------------------------------------------------ waking the flusher
 
-/// `wb_wakeup`: run the flusher now.
-pub fn wb_wakeup(m: &Rc<Machine>, wb: &Rc<Wb>) {
-    if wb.registered.get() {
-        if let Some(dw) = wb.dwork.get() {
-            mod_delayed_work(&m.bdi_wq, dw, 0);
-        }
-    }
-}
-
-/// `wb_wakeup_delayed`: run the flusher after dirty_writeback_interval unless
-/// it is already armed (queue_delayed_work never shortens a pending timer).
-pub fn wb_wakeup_delayed(m: &Rc<Machine>, wb: &Rc<Wb>) {
-    let interval = m.dirty.borrow().dirty_writeback_interval_ns();
-    if wb.registered.get() {
-        if let Some(dw) = wb.dwork.get() {
-            queue_delayed_work(&m.bdi_wq, dw, interval);
-        }
-    }
-}
-
 /// `wb_queue_work`.
 pub fn wb_queue_work(m: &Rc<Machine>, wb: &Rc<Wb>, work: Rc<WbWork>) {
     m.sim.trace("writeback_queue", || {
@@ -188,13 +169,6 @@ pub fn wakeup_flusher_threads(m: &Rc<Machine>, reason: WbReason) {
             wb_start_writeback(m, wb, reason);
         }
     }
-}
-
-/// `wb_start_background_writeback`.
-pub fn wb_start_background_writeback(m: &Rc<Machine>, wb: &Rc<Wb>) {
-    m.sim
-        .trace("writeback_wake_background", || format!("bdi {}", wb.name));
-    wb_wakeup(m, wb);
 }
 
 // ------------------------------------------------------------ the inode lists

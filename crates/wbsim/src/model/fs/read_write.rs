@@ -19,6 +19,7 @@ use std::rc::Rc;
 use sim::{Time, MSEC};
 
 use crate::model::block::Bio;
+use crate::model::errno::IoError;
 use crate::model::fs::fs_writeback::{
     do_writepages, inode_attach_wb, mark_inode_dirty, wakeup_flusher_threads,
 };
@@ -28,9 +29,9 @@ use crate::model::fs::sync::file_write_and_wait;
 use crate::model::fs::writepages::DROPBEHIND_PAGE_NS;
 use crate::model::fs::WritebackControl;
 use crate::model::machine::Machine;
-use crate::model::mm::accounting::account_delta;
 use crate::model::mm::backing_dev::{SyncMode, WbReason};
-use crate::model::mm::throttle::{self, TaskDirty};
+use crate::model::mm::page_writeback::account_delta;
+use crate::model::mm::page_writeback::{self as throttle, TaskDirty};
 use crate::model::mm::vmstat::PAGE_SIZE;
 use crate::model::policy::DontcacheFlush;
 
@@ -57,15 +58,6 @@ pub struct IoFlags {
     pub dontcache: bool,
     /// IOCB_NOWAIT (io_uring's first attempt): balance_dirty_pages must not sleep.
     pub nowait: bool,
-}
-
-/// Errors the paths return.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IoError {
-    /// EOPNOTSUPP: RWF_DONTCACHE on a filesystem without FOP_DONTCACHE.
-    NotSupported,
-    /// EAGAIN: would block with IOCB_NOWAIT.
-    Again,
 }
 
 /// Creates a new file on `sb` (`open(O_CREAT)`), choosing its writeback context.

@@ -37,8 +37,8 @@ use crate::model::fs::Filesystem;
 use crate::model::kernel::locking::rwsem::{RwSemaphore, WriteGuard};
 use crate::model::kernel::workqueue::flush_workqueue;
 use crate::model::machine::Machine;
-use crate::model::mm::accounting::account_delta;
 use crate::model::mm::backing_dev::{bdi_drop, bdi_unregister, Bdi};
+use crate::model::mm::page_writeback::account_delta;
 
 /// CPU to drop one dentry in `shrink_dcache_for_umount` (d_walk, dentry_kill,
 /// freeing), ns: 200 ns. Estimate (order of a `dput` of an unused dentry on

@@ -39,8 +39,8 @@ use crate::model::fs::WritebackControl;
 use crate::model::kernel::sched::CgroupId;
 use crate::model::kernel::workqueue::{queue_work, Work, Workqueue};
 use crate::model::machine::Machine;
-use crate::model::mm::accounting::account_delta;
 use crate::model::mm::backing_dev::SyncMode;
+use crate::model::mm::page_writeback::account_delta;
 use crate::model::mm::vmstat::PAGE_SIZE;
 
 /// CPU per PG_dropbehind folio dropped at writeback completion

@@ -26,7 +26,7 @@ use sim::Time;
 use crate::model::fs::inode::InodeRef;
 use crate::model::kernel::wait::WaitQueue;
 use crate::model::kernel::workqueue::{
-    cancel_delayed_work, flush_delayed_work, mod_delayed_work, DelayedWork,
+    cancel_delayed_work, flush_delayed_work, mod_delayed_work, queue_delayed_work, DelayedWork,
 };
 use crate::model::machine::Machine;
 use crate::model::mm::page_writeback::{BdiDirtyConfig, WbBandwidth};
@@ -322,6 +322,35 @@ impl Bdi {
     pub fn nr_wb_ctx(&self) -> usize {
         self.wbs.len()
     }
+}
+
+// ------------------------------------------------------------- waking the flusher
+
+/// `wb_wakeup`: run the flusher now.
+pub fn wb_wakeup(m: &Rc<Machine>, wb: &Rc<Wb>) {
+    if wb.registered.get() {
+        if let Some(dw) = wb.dwork.get() {
+            mod_delayed_work(&m.bdi_wq, dw, 0);
+        }
+    }
+}
+
+/// `wb_wakeup_delayed`: run the flusher after dirty_writeback_interval unless
+/// it is already armed (queue_delayed_work never shortens a pending timer).
+pub fn wb_wakeup_delayed(m: &Rc<Machine>, wb: &Rc<Wb>) {
+    let interval = m.dirty.borrow().dirty_writeback_interval_ns();
+    if wb.registered.get() {
+        if let Some(dw) = wb.dwork.get() {
+            queue_delayed_work(&m.bdi_wq, dw, interval);
+        }
+    }
+}
+
+/// `wb_start_background_writeback`.
+pub fn wb_start_background_writeback(m: &Rc<Machine>, wb: &Rc<Wb>) {
+    m.sim
+        .trace("writeback_wake_background", || format!("bdi {}", wb.name));
+    wb_wakeup(m, wb);
 }
 
 // ------------------------------------------------------------- unregistering

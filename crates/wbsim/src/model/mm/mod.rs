@@ -1,10 +1,10 @@
 //! `mm/`: the page cache (filemap), dirty accounting and throttling
-//! (page_writeback), backing devices and their writeback domains (backing_dev),
-//! memory accounting (vmstat, memcontrol) and reclaim (vmscan).
+//! (page_writeback: the limits, bandwidth and pause calculators and
+//! `balance_dirty_pages` itself), backing devices and their writeback
+//! contexts (backing_dev), and the machine's page counters (vmstat).
+//! Memory cgroups and reclaim are not modelled yet.
 
-pub mod accounting;
 pub mod backing_dev;
 pub mod filemap;
 pub mod page_writeback;
-pub mod throttle;
 pub mod vmstat;

@@ -1,23 +1,33 @@
-//! Dirty throttling in the write path and the flusher: the async side of
-//! `balance_dirty_pages_ratelimited_flags()` and `balance_dirty_pages()`
-//! (the loop that sleeps), `wb_over_bg_thresh()`, the lazy bandwidth update of
-//! `do_writepages()`, and the RWF_DONTCACHE flusher kick. The arithmetic is
-//! [`super::page_writeback`]'s; this module feeds it the machine's counters and
-//! acts on its decisions (mm/page-writeback.c).
+//! `balance_dirty_pages()` as a task lives it, and the page-state counters
+//! it reads (mm/page-writeback.c): the async side of
+//! `balance_dirty_pages_ratelimited_flags()` (the gate, then the loop that
+//! sleeps the pauses [`super::pause`] computes), `wb_over_bg_thresh()` on
+//! the machine's counters, the lazy bandwidth update of `do_writepages()`,
+//! the RWF_DONTCACHE flusher kick, and the counter updates of
+//! `folio_account_dirtied`, `folio_clear_dirty_for_io`,
+//! `folio_start_writeback` and `folio_end_writeback` (`__folio_end_writeback`,
+//! `wb_writeout_inc`) on NR_FILE_DIRTY, NR_WRITEBACK, NR_DIRTIED, NR_WRITTEN,
+//! NR_FILE_PAGES and the wb's WB_RECLAIMABLE / WB_WRITEBACK / WB_DIRTIED /
+//! WB_WRITTEN.
 //!
 //! Simplified: one `bdp_ratelimits` counter for the machine instead of one per
 //! CPU; no memcg domain yet.
 
 use std::rc::Rc;
 
-use crate::model::fs::fs_writeback::{wb_start_background_writeback, wb_wakeup};
-use crate::model::fs::read_write::IoError;
-use crate::model::machine::Machine;
-use crate::model::mm::backing_dev::{Bdi, Wb};
-use crate::model::mm::page_writeback::{
-    self as pw, BdpAction, BdpFlags, BdpInput, DirtyThresholds, GlobalDirtyCounts, TaskDirtyState,
-    WbCounts, WbShare,
+use super::bandwidth::wb_update_bandwidth;
+use super::limits::{
+    domain_dirty_limits, global_dirtyable_memory, wb_over_bg_thresh_counts, DirtyThresholds,
+    GlobalDirtyCounts, WbCounts, WbShare,
 };
+use super::pause::{
+    account_task_dirtied, balance_dirty_pages, balance_dirty_pages_ratelimited_gate, BdpAction,
+    BdpFlags, BdpInput, TaskDirtyState,
+};
+use crate::model::errno::IoError;
+use crate::model::machine::Machine;
+use crate::model::mm::backing_dev::{wb_start_background_writeback, wb_wakeup, Bdi, Wb};
+use crate::model::mm::filemap::Delta;
 
 /// A task's dirty-throttling state (the fields of `task_struct`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -35,8 +45,8 @@ pub struct TaskDirty {
 /// `global_dirtyable_memory`).
 pub fn global_thresholds(m: &Machine) -> DirtyThresholds {
     let vm = m.vm.borrow();
-    let avail = pw::global_dirtyable_memory(vm.free_pages(), 0, vm.nr_file_pages, 0);
-    pw::domain_dirty_limits(avail, &m.dirty.borrow())
+    let avail = global_dirtyable_memory(vm.free_pages(), 0, vm.nr_file_pages, 0);
+    domain_dirty_limits(avail, &m.dirty.borrow())
 }
 
 /// The bdi a wb belongs to.
@@ -79,7 +89,7 @@ pub fn wb_over_bg_thresh(m: &Rc<Machine>, wb: &Rc<Wb>) -> bool {
         wb.bw.borrow().avg_write_bandwidth,
         bdi.tot_write_bandwidth.get(),
     );
-    pw::wb_over_bg_thresh(nr_dirty, th, wb.stat.borrow().reclaimable, &share)
+    wb_over_bg_thresh_counts(nr_dirty, th, wb.stat.borrow().reclaimable, &share)
 }
 
 fn apply_bw_delta(bdi: &Bdi, delta: i64) {
@@ -94,7 +104,7 @@ pub fn wb_update_bandwidth_if_due(m: &Rc<Machine>, wb: &Rc<Wb>) {
         return;
     }
     let s = *wb.stat.borrow();
-    let delta = pw::wb_update_bandwidth(
+    let delta = wb_update_bandwidth(
         &mut wb.bw.borrow_mut(),
         now,
         s.dirtied,
@@ -109,7 +119,7 @@ pub fn wb_update_bandwidth_if_due(m: &Rc<Machine>, wb: &Rc<Wb>) {
 
 /// `folio_account_dirtied`'s task part: the task and the CPU count the pages.
 pub fn account_dirtied(m: &Machine, task: &mut TaskDirty, nr: u64) {
-    pw::account_task_dirtied(&mut task.st, &mut m.bdp_cpu.borrow_mut(), nr);
+    account_task_dirtied(&mut task.st, &mut m.bdp_cpu.borrow_mut(), nr);
     task.dirtied_total += nr;
 }
 
@@ -128,7 +138,7 @@ pub async fn balance_dirty_pages_ratelimited(
     if !bdi.can_writeback {
         return Ok(());
     }
-    let gate = pw::balance_dirty_pages_ratelimited_gate(
+    let gate = balance_dirty_pages_ratelimited_gate(
         &mut task.st,
         &mut m.bdp_cpu.borrow_mut(),
         wb.dirty_exceeded.get(),
@@ -170,7 +180,7 @@ pub async fn balance_dirty_pages_ratelimited(
         let step = {
             let mut dom = m.gdom.borrow_mut();
             dom.age_if_due(now);
-            pw::balance_dirty_pages(&inp, &mut task.st, &mut dom, &mut wb.bw.borrow_mut())
+            balance_dirty_pages(&inp, &mut task.st, &mut dom, &mut wb.bw.borrow_mut())
         };
         if let Some(bw) = &step.bandwidth {
             apply_bw_delta(&bdi, bw.tot_write_bandwidth_delta);
@@ -207,5 +217,36 @@ pub fn dontcache_kick(m: &Rc<Machine>, wb: &Rc<Wb>, pages: u64) {
     wb.dontcache_dirty.set(wb.dontcache_dirty.get() + pages);
     if !wb.start_dontcache.replace(true) {
         wb_wakeup(m, wb);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// page-state counters
+// ---------------------------------------------------------------------------
+
+fn add(v: u64, d: i64, name: &str, m: &Machine) -> u64 {
+    let r = v as i64 + d;
+    if r < 0 {
+        m.violation(format!("no negative counter: {name} would become {r}"));
+        0
+    } else {
+        r as u64
+    }
+}
+
+/// Applies a page-cache change to the global counters and to `wb`'s.
+pub fn account_delta(m: &Rc<Machine>, wb: Option<&Rc<Wb>>, d: &Delta) {
+    m.vm.borrow_mut().apply(d);
+    if let Some(wb) = wb {
+        let mut st = wb.stat.borrow_mut();
+        st.reclaimable = add(st.reclaimable, d.dirty, "WB_RECLAIMABLE", m);
+        st.writeback = add(st.writeback, d.writeback, "WB_WRITEBACK", m);
+        st.dirtied += d.dirtied;
+        st.written += d.written;
+    }
+    if d.written > 0 {
+        if let Some(wb) = wb {
+            m.gdom.borrow_mut().writeout_inc(wb.id, d.written, m.now());
+        }
     }
 }
