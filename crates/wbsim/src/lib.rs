@@ -1,5 +1,5 @@
 //! wbsim: an executable model of the Linux writeback and mount-teardown
-//! machinery. Layers (DESIGN.md), top to bottom: `cli`, `experiment`,
+//! machinery. Layers (docs/design.md), top to bottom: `cli`, `experiment`,
 //! `workload`, `model` (laid out like `linux/`); the engine is the `sim` crate.
 //! `probe` runs the same experiments on the live kernel.
 

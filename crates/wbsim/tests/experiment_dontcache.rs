@@ -1,5 +1,5 @@
 //! Experiment E5 `dontcache` on short runs of the built-in scenario:
-//! direction and rough size of each effect (experiments.md E5).
+//! direction and rough size of each effect (docs/experiments.md E5).
 
 mod common;
 use common::{builtin as scenario, run_variant, stat};

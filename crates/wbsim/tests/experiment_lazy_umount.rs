@@ -1,5 +1,5 @@
 //! Experiment E3 `lazy-umount` on short runs of the built-in scenarios:
-//! direction and rough size of each effect (experiments.md E3).
+//! direction and rough size of each effect (docs/experiments.md E3).
 
 mod common;
 use common::{builtin as scenario, run_variant};

@@ -5,7 +5,7 @@
 //! DIR/report.md and DIR/index.html made from the results files, and a
 //! summary table on stdout.
 //!
-//! Each run is single-threaded (DESIGN.md principle 4); a rayon pool of
+//! Each run is single-threaded (docs/design.md principle 4); a rayon pool of
 //! `--jobs` threads runs several at once. A failed (or panicking) run
 //! leaves a failed-run record instead of results, the others go on, the
 //! report marks it, and the exit code is 1. Files of earlier runs of the

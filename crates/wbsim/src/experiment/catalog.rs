@@ -1,13 +1,13 @@
-//! The five published experiments wbsim reproduces (shared/experiments.md):
+//! The five published experiments wbsim reproduces (docs/experiments.md):
 //! which of them have a built-in scenario in this build, and the published
 //! figures the report puts beside the simulated ones.
 //!
 //! Not kernel code, and not a model input: published figures are only
-//! compared against (DESIGN.md principle 1). The metric names in
+//! compared against (docs/design.md principle 1). The metric names in
 //! [`PUBLISHED`] are the contract with the built-in scenarios: a scenario
 //! that records its headline measurement under that name gets the
 //! comparison; until then the report shows "n/a". Left out: the published
-//! tables of E1 (b)-(d) and E5's other tests (experiments.md gives only
+//! tables of E1 (b)-(d) and E5's other tests (docs/experiments.md gives only
 //! E1 (a) and E5's single-stream figures), and E2, published qualitatively.
 
 use super::scenario::{self, Scenario, ScenarioError};
@@ -15,7 +15,7 @@ use super::scenario::{self, Scenario, ScenarioError};
 /// One published experiment.
 #[derive(Clone, Copy, Debug)]
 pub struct Experiment {
-    /// E1..E5 as in experiments.md.
+    /// E1..E5 as in docs/experiments.md.
     pub code: &'static str,
     /// Short id, also the scenario file's stem (`scenarios/ID.toml`) and
     /// the results' `scenario` name.
@@ -61,7 +61,7 @@ impl Experiment {
     }
 }
 
-/// Every experiment, in experiments.md order.
+/// Every experiment, in docs/experiments.md order.
 pub const EXPERIMENTS: &[Experiment] = &[
     Experiment {
         code: "E1",
@@ -134,7 +134,7 @@ pub fn find(name: &str) -> Option<&'static Experiment> {
         .find(|e| e.id.eq_ignore_ascii_case(name) || e.code.eq_ignore_ascii_case(name))
 }
 
-/// One published figure (a cell of a table in experiments.md).
+/// One published figure (a cell of a table in docs/experiments.md).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Published {
     /// The experiment's id.
@@ -186,7 +186,7 @@ const E3T: &str = "E3 perf stat -r 10";
 const E4T: &str = "E4 nr_wb_ctx sweep, ino_mod";
 const E5T: &str = "E5 single stream";
 
-/// Every published figure of experiments.md, in its order.
+/// Every published figure of docs/experiments.md, in its order.
 #[rustfmt::skip]
 pub const PUBLISHED: &[Published] = &[
     fig("cgwb-umount", "global", None, "umount.elapsed", "p50", "ms", 67.6, E1A),

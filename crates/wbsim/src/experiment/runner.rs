@@ -2,7 +2,7 @@
 //! the filesystems, starts the fio jobs and actors, samples metrics, checks the
 //! invariants, and returns the results document. Not kernel code.
 //!
-//! One run is single-threaded and deterministic (DESIGN.md principle 4);
+//! One run is single-threaded and deterministic (docs/design.md principle 4);
 //! parallelism is across runs (`wbsim reproduce`). A run ends at the
 //! scenario's duration, when every finite workload task (fio clones, actors
 //! with a repeat count) has finished, or when an actor's `end_run_after`

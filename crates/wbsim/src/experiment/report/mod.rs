@@ -1,5 +1,5 @@
 //! The report: report.md and a self-contained index.html made from results
-//! files only (DESIGN.md "Results"), per experiment: the setup, the switch,
+//! files only (docs/design.md "Results"), per experiment: the setup, the switch,
 //! simulated results per variant, the published figures with the ratio
 //! simulated/published, live probe figures, failed runs, and (HTML) plots.
 //!
