@@ -26,7 +26,7 @@ use crate::model::policy::Policies;
 /// Cost of starting a short command such as umount(8): fork, exec, dynamic
 /// linking, libmount setup, exit. 1 ms: the order of `perf stat -r 100
 /// /bin/true`-style measurements of a small dynamically linked binary on a
-/// current x86-64 host (0.5-1 ms); an estimate, not taken from experiments.md.
+/// current x86-64 host (0.5-1 ms); an estimate, not taken from docs/experiments.md.
 /// Override with `machine.process_start`.
 pub const PROCESS_START_DEFAULT_NS: u64 = 1_000_000;
 

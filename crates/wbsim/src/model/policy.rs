@@ -1,4 +1,4 @@
-//! The studied kernel changes as switches (DESIGN.md principle 3): one enum per
+//! The studied kernel changes as switches (docs/design.md principle 3): one enum per
 //! change, held in [`Policies`], chosen per variant by the scenario. Each enum's
 //! default is the kernel before the change. The two code paths sit side by side
 //! where the kernel differs (see each enum's users):
@@ -96,7 +96,7 @@ policy_enum! {
         InoMod = "ino_mod",
         /// The filesystem's hook (XFS: the inode's AG when agcount <= nr_wb_ctx).
         FsHook = "fs_hook",
-        /// The open idea of kernel-notes 8: balance by writeback effort.
+        /// The open idea of docs/kernel-mechanics.md §8: balance by writeback effort.
         Effort = "effort",
     } default InoMod
 }

@@ -1,7 +1,7 @@
 //! Scenario files: the machine, devices, filesystems, cgroups, workloads,
 //! policy variants and measurements of one experiment, in TOML.
 //!
-//! Not kernel code; the scenario language of DESIGN.md "Scenario files". The
+//! Not kernel code; the scenario language of docs/design.md "Scenario files". The
 //! sections (all keys documented on the types below):
 //!
 //! ```toml

@@ -1,7 +1,7 @@
 //! The policy switches: one enum per studied kernel change, held in
-//! [`Policies`], chosen per variant (DESIGN.md principle 3).
+//! [`Policies`], chosen per variant (docs/design.md principle 3).
 //!
-//! Each enum names the code path that differs (experiments.md):
+//! Each enum names the code path that differs (docs/experiments.md):
 //! - [`UmountDrain`]: `fs/fs-writeback.c` `cgroup_writeback_umount()`: wait for
 //!   every in-flight inode wb switch (global `isw_nr_in_flight`,
 //!   `synchronize_rcu()` + `flush_workqueue(isw_wq)`) or only this
@@ -14,7 +14,7 @@
 //!   release via `queue_rcu_work()`.
 //! - [`WbCtxAssign`]: which writeback context (of `nr_wb_ctx`) an inode uses:
 //!   `i_ino % nr_wb_ctx`, the filesystem's hook (XFS: allocation group), or
-//!   the effort-based idea of kernel-notes 8.
+//!   the effort-based idea of docs/kernel-mechanics.md §8.
 //! - [`DontcacheFlush`]: `mm/filemap.c` / `generic_write_sync()` for
 //!   `RWF_DONTCACHE`: start writeback inline, or count pages and kick the
 //!   flusher.

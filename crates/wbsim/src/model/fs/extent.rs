@@ -16,7 +16,7 @@
 //!   Converting the middle of an unwritten extent splits it in three records.
 //! - Written blocks need neither.
 //!
-//! Kept at page granularity as interval sets (DESIGN.md "scale by
+//! Kept at page granularity as interval sets (docs/design.md "scale by
 //! aggregation"). Left out: the on-disk bmap btree itself (only its record
 //! count), maximum extent length, trimming of post-EOF preallocation at
 //! close, COW forks.

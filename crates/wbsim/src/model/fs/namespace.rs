@@ -88,7 +88,7 @@ pub const MOUNT_SYSCALL_NS: Time = 10_000;
 /// `user_path_mountpoint_at` walking the path, permission and mount checks)
 /// and after it (path release), ns: 1 us. Estimate; with the rest of a clean
 /// tmpfs umount it must stay within the ~5 us measured on the non-RT 6.18 VM
-/// (kernel-notes section 3).
+/// (docs/kernel-mechanics.md §3.3).
 pub const UMOUNT_SYSCALL_NS: Time = 1_000;
 /// CPU of `umount_tree` for one mount under `namespace_sem` (flags, list
 /// moves, `__touch_mnt_namespace`, `umount_mnt`), ns: 0.5 us. Estimate.

@@ -56,8 +56,8 @@ pub const TRUNCATE_PAGE_NS: Time = 50;
 /// the steps modelled one by one (shrinker unregistration, list_lru_destroy,
 /// `put_filesystem`, sb freeing via RCU), ns: 1 us. Estimate; together with
 /// the umount syscall's own costs it keeps a clean tmpfs umount(2) at a few
-/// microseconds on the non-RT machine, as measured there (~5 us, kernel-notes
-/// section 3) when the expedited grace period is short.
+/// microseconds on the non-RT machine, as measured there (~5 us, docs/kernel-mechanics.md
+/// §3.3) when the expedited grace period is short.
 pub const SHUTDOWN_SUPER_BASE_NS: Time = 1_000;
 
 /// `sb->s_flags` bits used here.

@@ -21,7 +21,7 @@ pub const SHMEM_WRITE_PAGE_NS: Time = 1_000;
 /// CPU of tmpfs's own unmount work (`shmem_put_super`: free the sbinfo,
 /// percpu counters, mempolicy), ns: 0.5 us. Estimate; a clean tmpfs
 /// umount(2) measured ~5 us in total on this project's non-RT 6.18 VM
-/// (kernel-notes section 3), which bounds it. Its pages are freed by
+/// (docs/kernel-mechanics.md §3.3), which bounds it. Its pages are freed by
 /// `evict_inodes` at [`SHMEM_FREE_PAGE_NS`] each.
 pub const SHMEM_PUT_SUPER_NS: Time = 500;
 

@@ -17,8 +17,8 @@
 //! 5. CPU of the rest ([`XFS_UNMOUNT_CPU_NS`]).
 //!
 //! Calibration note: on this project's non-RT 6.18 VM a clean xfs umount(2)
-//! on a loop device takes ~3 ms and a clean btrfs one ~0.8 ms (kernel-notes
-//! section 3). btrfs's unmount does one flush + one FUA write, XFS's three
+//! on a loop device takes ~3 ms and a clean btrfs one ~0.8 ms (docs/kernel-mechanics.md
+//! §3.3). btrfs's unmount does one flush + one FUA write, XFS's three
 //! PREFLUSH|FUA log writes and one flush: both figures fit a device whose
 //! flush and FUA cost a few hundred microseconds each. The device's costs come
 //! from its profile (`loop-virtio` assumes 2 ms each, uncalibrated), not from

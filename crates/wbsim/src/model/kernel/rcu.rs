@@ -186,7 +186,7 @@ pub struct RcuParams {
 
 impl RcuParams {
     /// Normal grace period of a non-RT, HZ=1000, 2-CPU machine: uniform 3..8 ms.
-    /// Source: kernel-notes.md section 3 ("milliseconds to tens of ms, growing
+    /// Source: docs/kernel-mechanics.md §3.4 ("milliseconds to tens of ms, growing
     /// with CPU count and load"); the lower bound is the first force-quiescent-
     /// state scan, `jiffies_till_first_fqs` = RCU_JIFFIES_TILL_FORCE_QS (3 jiffies
     /// at HZ > 500, kernel/rcu/tree.h) + nr_cpu_ids / RCU_JIFFIES_FQS_DIV (256) =
@@ -198,7 +198,7 @@ impl RcuParams {
     };
 
     /// Expedited grace period on a small non-RT machine: uniform 10..80 us.
-    /// Source: kernel-notes.md section 3 ("IPI-driven, microseconds to well
+    /// Source: docs/kernel-mechanics.md §3.4 ("IPI-driven, microseconds to well
     /// under a millisecond on small machines").
     pub const GP_EXPEDITED_DEFAULT: GpDuration = GpDuration::Uniform {
         min: 10 * USEC,
@@ -210,7 +210,7 @@ impl RcuParams {
     /// sigma 0.05.
     ///
     /// Source: CHOSEN FROM A PUBLISHED FIGURE, no independent measurement.
-    /// experiments.md E3 gives 24.55 ms +- 4.4% for a whole `umount`
+    /// docs/experiments.md E3 gives 24.55 ms +- 4.4% for a whole `umount`
     /// command on that machine and 3.19 ms +- 5.0% for a deferred `umount -l`
     /// (which waits for no grace period). The sync umount waits for exactly
     /// one expedited-made-normal grace period; the rest (process start,

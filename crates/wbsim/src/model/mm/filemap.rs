@@ -4,7 +4,7 @@
 //! PG_writeback, PG_dropbehind) with pages aggregated in ranges: a mapping is a
 //! sorted set of non-overlapping page ranges, each with one state, merged when
 //! neighbours agree. A 1 TB sequential write is a handful of ranges, not 2^28
-//! objects (DESIGN.md principle 5).
+//! objects (docs/design.md principle 5).
 //!
 //! States (what the xarray tags and folio flags say):
 //! - `Clean`: cached, up to date, not dirty.
