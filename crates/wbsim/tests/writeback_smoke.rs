@@ -7,7 +7,8 @@ use wbsim::model::block::{BlockDevice, DeviceProfile};
 use wbsim::model::fs::ext4::Ext4;
 use wbsim::model::fs::read_write::{create_file, vfs_write, IoFlags};
 use wbsim::model::fs::super_::sget;
-use wbsim::model::machine::{Machine, MachineConfig};
+use wbsim::model::init::MachineConfig;
+use wbsim::model::machine::Machine;
 use wbsim::model::mm::backing_dev::BdiSettings;
 use wbsim::model::mm::page_writeback::TaskDirty;
 

@@ -7,6 +7,7 @@
 pub mod block;
 pub mod errno;
 pub mod fs;
+pub mod init;
 pub mod kernel;
 pub mod machine;
 pub mod mm;

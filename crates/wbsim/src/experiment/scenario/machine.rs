@@ -14,10 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use super::value::{as_bool, as_duration, as_int, as_size, as_u32, KeyError};
 
-/// Page size in bytes (x86-64 and arm64 4k kernels).
-pub const PAGE_SIZE: u64 = 4096;
+pub use crate::model::mm::vmstat::PAGE_SIZE;
 
-pub use crate::model::machine::PROCESS_START_DEFAULT_NS;
+pub use crate::model::init::PROCESS_START_DEFAULT_NS;
 
 /// Largest CPU count accepted (the usual distribution `CONFIG_NR_CPUS`).
 pub const CPUS_MAX: u32 = 8192;

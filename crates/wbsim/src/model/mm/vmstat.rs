@@ -9,8 +9,11 @@
 
 use super::filemap::Delta;
 
-/// Page size, bytes (x86-64 base pages).
-pub const PAGE_SIZE: u64 = 4096;
+/// Page size, bytes: the base page of x86-64 and of 4K arm64 kernels
+/// (arch/*/include/asm/page.h). The model's only definition.
+pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
+/// log2(PAGE_SIZE).
+pub const PAGE_SHIFT: u32 = 12;
 
 /// Global counters of one machine.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

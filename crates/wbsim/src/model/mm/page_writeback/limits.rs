@@ -5,10 +5,8 @@
 
 use std::collections::BTreeMap;
 
-/// Page size, bytes. Source: x86-64 and arm64 (4K) PAGE_SIZE.
-pub const PAGE_SIZE: u64 = 4096;
-/// log2(PAGE_SIZE).
-pub const PAGE_SHIFT: u32 = 12;
+pub use crate::model::mm::vmstat::{PAGE_SHIFT, PAGE_SIZE};
+
 /// Fixed-point shift of `pos_ratio` (1.0 = 1024). Source: RATELIMIT_CALC_SHIFT.
 pub const RATELIMIT_CALC_SHIFT: u32 = 10;
 /// Pages: keep `balance_dirty_pages()` call intervals above this many pages
