@@ -39,15 +39,11 @@ fn machine(seed: u64, rt: bool, detach: DetachRelease) -> (Sim, Rc<Machine>) {
 }
 
 fn no_violations(m: &Machine) {
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
     assert!(
-        m.violations.borrow().is_empty(),
+        m.mm().vm().violations.is_empty(),
         "{:?}",
-        m.violations.borrow()
-    );
-    assert!(
-        m.vm.borrow().violations.is_empty(),
-        "{:?}",
-        m.vm.borrow().violations
+        m.mm().vm().violations
     );
 }
 
@@ -84,7 +80,7 @@ fn loop_dev(sim: &Sim, name: &str) -> BlockDevice {
 fn rt_sync_umount_costs_about_one_normal_grace_period() {
     for seed in 1..=5 {
         let (sim, m) = machine(seed, true, DetachRelease::Sync);
-        assert!(m.rcu.rcu_gp_is_normal());
+        assert!(m.rcu().rcu_gp_is_normal());
         let m2 = m.clone();
         let (t, st) = run_task(&sim, 10 * SEC, async move {
             let mnt = do_mount(&m2, "mnt", Rc::new(Tmpfs), None, BdiSettings::default())
@@ -92,7 +88,7 @@ fn rt_sync_umount_costs_about_one_normal_grace_period() {
                 .unwrap();
             let t0 = m2.now();
             path_umount(&m2, &mnt, 0).await.unwrap();
-            (m2.now() - t0, m2.rcu.stats())
+            (m2.now() - t0, m2.rcu().stats())
         });
         assert_eq!(st.expedited_gps, 0, "RT: expedited must be normal");
         // The umount waited for exactly one normal grace period, plus
@@ -123,10 +119,10 @@ fn rt_deferred_lazy_umount_is_several_times_faster_than_sync_lazy() {
         );
         // The deferred release still happened, from a kworker, after a grace
         // period: the superblock is dead by the end of the run.
-        let st = m2.ns.stats();
+        let st = m2.vfs().ns().stats();
         assert_eq!(st.deferred_releases, 1);
         assert_eq!(st.delayed_mntputs, 1);
-        assert_eq!(m2.supers.borrow().len(), 0);
+        assert_eq!(m2.vfs().nr_supers(), 0);
         no_violations(&m1);
         no_violations(&m2);
     }
@@ -141,7 +137,7 @@ fn non_lazy_umount_is_unchanged_by_the_switch() {
             let (s2, m2) = machine(seed, rt, DetachRelease::Deferred);
             let b = tmpfs_umount_ns(&s2, &m2, 0);
             assert_eq!(a, b, "rt={rt} seed={seed}");
-            assert_eq!(m2.ns.stats().deferred_releases, 0);
+            assert_eq!(m2.vfs().ns().stats().deferred_releases, 0);
         }
     }
 }
@@ -188,8 +184,8 @@ fn dirty_umount(fs: Rc<dyn Filesystem>, dirty: u64, bw: u64) -> (Time, u64, Rc<M
         (m2.now() - t0, d2.stats().write_bytes - w0)
     });
     assert!(dev.holder().is_none(), "device still claimed");
-    assert_eq!(m.vm.borrow().nr_file_dirty, 0);
-    assert_eq!(m.vm.borrow().nr_file_pages, 0, "page cache not freed");
+    assert_eq!(m.mm().vm().nr_file_dirty, 0);
+    assert_eq!(m.mm().vm().nr_file_pages, 0, "page cache not freed");
     (t, written, m)
 }
 
@@ -236,7 +232,7 @@ fn clean_umount_costs_per_filesystem() {
             path_umount(&m2, &mnt, 0).await.unwrap();
             m2.now() - t0
         });
-        assert!(m.bdis.borrow().is_empty(), "{name}: bdi left registered");
+        assert!(m.mm().bdis().is_empty(), "{name}: bdi left registered");
         assert!(dev.holder().is_none());
         no_violations(&m);
         out.push((name, t));
@@ -315,7 +311,7 @@ fn ebusy_on_reuse_right_after_a_deferred_lazy_umount_only() {
     assert_eq!(u, Ok(()));
     assert_eq!(r, Err(Errno::EBUSY));
     assert!(!again, "mount again must fail with EBUSY");
-    assert_eq!(m.ns.stats().device_ebusy, 2);
+    assert_eq!(m.vfs().ns().stats().device_ebusy, 2);
     // Later the deferred release shut the superblock down and let go.
     assert!(dev.holder().is_none());
     assert!(reuse_device(&m, &dev).is_ok());
@@ -337,7 +333,7 @@ fn ebusy_on_reuse_right_after_a_deferred_lazy_umount_only() {
         assert_eq!(u, Ok(()));
         assert_eq!(r, Ok(()), "{detach:?} flags {flags}");
         assert!(again);
-        assert_eq!(m.ns.stats().device_ebusy, 0);
+        assert_eq!(m.vfs().ns().stats().device_ebusy, 0);
         no_violations(&m);
     }
 }
@@ -363,7 +359,7 @@ fn deferred_window_lasts_a_grace_period_plus_shutdown() {
         (m2.now(), mnt.sb.clone())
     });
     let dead = sb.s_dead_at.get().expect("superblock never shut down");
-    let gp = m.rcu.stats().gp_max_ns;
+    let gp = m.rcu().stats().gp_max_ns;
     assert!(
         dead >= t_ret + gp + m.jiffy_ns(),
         "dead {dead} ret {t_ret} gp {gp}"
@@ -408,7 +404,7 @@ fn busy_mount(detach: DetachRelease, rt: bool) {
     assert_eq!(reuse_device(&m, &dev), Err(Errno::EBUSY));
     assert!(lazy_ns < 30 * MSEC, "lazy {lazy_ns}");
     assert_eq!(mnt.mnt_count(), 1);
-    let st = m.ns.stats();
+    let st = m.vfs().ns().stats();
     assert_eq!((st.umount_ebusy, st.umounts, st.lazy_umounts), (1, 1, 1));
 
     // The last holder's release pays the shutdown (xfs unmount I/O: > 1 ms).
@@ -422,7 +418,7 @@ fn busy_mount(detach: DetachRelease, rt: bool) {
     assert!(rel_ns > MSEC, "release {rel_ns}");
     assert!(reuse_device(&m, &dev).is_ok());
     assert_eq!(
-        m.ns.stats().delayed_mntputs,
+        m.vfs().ns().stats().delayed_mntputs,
         0,
         "user task must use task_work"
     );
@@ -458,7 +454,7 @@ fn kernel_thread_final_mntput_goes_through_delayed_mntput() {
     assert!(!mnt.sb.dead());
     let m3 = m.clone();
     let t_put = m.now();
-    m.sched.spawn_daemon(
+    m.sched().spawn_daemon(
         "kworker",
         wbsim::model::kernel::sched::CgroupId::ROOT,
         0,
@@ -470,7 +466,7 @@ fn kernel_thread_final_mntput_goes_through_delayed_mntput() {
     assert!(mnt.sb.dead());
     let dead = mnt.sb.s_dead_at.get().unwrap();
     assert!(dead >= t_put + m.jiffy_ns());
-    assert_eq!(m.ns.stats().delayed_mntputs, 1);
+    assert_eq!(m.vfs().ns().stats().delayed_mntputs, 1);
     no_violations(&m);
 }
 
@@ -512,11 +508,11 @@ fn tmpfs_pages_are_freed_at_umount() {
                 .await
                 .unwrap();
         }
-        assert_eq!(m2.vm.borrow().nr_shmem, 16 * MIB / 4096);
+        assert_eq!(m2.mm().vm().nr_shmem, 16 * MIB / 4096);
         drop(f);
         path_umount(&m2, &mnt, 0).await.unwrap();
     });
-    assert_eq!(m.vm.borrow().nr_shmem, 0);
+    assert_eq!(m.mm().vm().nr_shmem, 0);
     no_violations(&m);
 }
 
@@ -533,7 +529,7 @@ fn busy_inodes_after_unmount_is_a_violation() {
         f.inode.st.borrow_mut().i_count += 1; // an igrab never put
         path_umount(&m2, &mnt, 0).await.unwrap();
     });
-    let v = m.violations.borrow();
+    let v = m.violations();
     assert_eq!(v.len(), 1, "{v:?}");
     assert!(v[0].contains("Busy inodes after unmount"), "{v:?}");
 }

@@ -41,10 +41,10 @@ fn writer_faster_than_device_settles_at_device_bandwidth() {
     let mut samples = Vec::new();
     for i in 1..=30 {
         sim.run_until(i * SEC).unwrap();
-        let vm = m.vm.borrow();
+        let vm = m.mm().vm();
         samples.push((vm.nr_file_dirty, vm.nr_writeback, dev.stats().write_bytes));
     }
-    let th = wbsim::model::mm::page_writeback::global_thresholds(&m);
+    let th = m.dirty_thresholds();
     eprintln!("thresh {} bg {}", th.thresh, th.bg_thresh);
     for (i, s) in samples.iter().enumerate() {
         eprintln!(
@@ -61,9 +61,5 @@ fn writer_faster_than_device_settles_at_device_bandwidth() {
     let dirty = samples[29].0;
     assert!(dirty > th.bg_thresh && dirty <= th.thresh, "dirty {dirty}");
     let _ = MSEC;
-    assert!(
-        m.violations.borrow().is_empty(),
-        "{:?}",
-        m.violations.borrow()
-    );
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
 }

@@ -95,8 +95,8 @@ pub fn spawn_actor(w: &Rc<World>, actor: &ActorConfig, cgroup: CgroupId, ops: Rc
         } else {
             actor.name.clone()
         };
-        w.m.sched.spawn(&name, cgroup, 0, async move {
-            let sim = w2.m.sim.clone();
+        w.m.sched().spawn(&name, cgroup, 0, async move {
+            let sim = w2.m.sim().clone();
             sim.sleep_until(a.start_ns.max(sim.now())).await;
             let mut task = TaskDirty::default();
             let mut round = 0u64;
@@ -143,16 +143,16 @@ async fn run_step(
     let m = &w.m;
     let t0 = m.now();
     if step.exec {
-        m.sched.cpu(m.cfg.process_start_ns).await;
+        m.sched().cpu(m.process_start_ns()).await;
     }
     let outcome: Result<(), StepError> = match &step.op {
         StepOp::Mount { filesystem } => ops.mount(w, filesystem).await,
         StepOp::Umount { filesystem, lazy } => ops.umount(w, filesystem, *lazy).await,
         StepOp::ReuseDevice { filesystem } => ops.reuse_device(w, filesystem).await,
         StepOp::Sync => {
-            let dirtied = m.vm.borrow().nr_dirtied;
+            let dirtied = m.mm().vm().nr_dirtied;
             ksys_sync(m).await;
-            let sbs: Vec<_> = m.supers.borrow().values().cloned().collect();
+            let sbs: Vec<_> = m.vfs().supers();
             check_synced(w, "sync(2)", &sbs, dirtied);
             Ok(())
         }
@@ -161,7 +161,7 @@ async fn run_step(
                 .fs(filesystem)
                 .and_then(|f| f.sb.borrow().clone())
                 .ok_or_else(|| format!("syncfs: '{filesystem}' is not mounted"))?;
-            let dirtied = m.vm.borrow().nr_dirtied;
+            let dirtied = m.mm().vm().nr_dirtied;
             sync_filesystem(m, &sb).await;
             check_synced(w, "syncfs(2)", std::slice::from_ref(&sb), dirtied);
             Ok(())
@@ -172,7 +172,7 @@ async fn run_step(
             Ok(())
         }
         StepOp::Sleep { ns } => {
-            m.sim.sleep(*ns).await;
+            m.sim().sleep(*ns).await;
             Ok(())
         }
         StepOp::CgroupMkdir { name, cpus, .. } => {
@@ -182,7 +182,7 @@ async fn run_step(
                 .map(|l| l.iter().map(|&c| c as usize).collect());
             // A cgroup made again after rmdir is a new cgroup.
             let unique = format!("{name}#{}", m.now());
-            let id = m.sched.add_cgroup(&unique, cpus.as_deref())?;
+            let id = m.sched().add_cgroup(&unique, cpus.as_deref())?;
             w.cgroups.borrow_mut().insert(name, id);
             Ok(())
         }
@@ -199,8 +199,8 @@ async fn run_step(
                 .and_then(|c| cgs.get(c).copied())
                 .unwrap_or(CgroupId::ROOT);
             drop(cgs);
-            if let Some(id) = m.sim.current() {
-                m.sched.set_cgroup(id, own);
+            if let Some(id) = m.sim().current() {
+                m.sched().set_cgroup(id, own);
             }
             Ok(())
         }
@@ -212,8 +212,8 @@ async fn run_step(
                 .get(&name)
                 .copied()
                 .ok_or_else(|| format!("cgroup_enter: no cgroup '{name}'"))?;
-            if let Some(t) = m.sim.current() {
-                m.sched.set_cgroup(t, id);
+            if let Some(t) = m.sim().current() {
+                m.sched().set_cgroup(t, id);
             }
             Ok(())
         }
@@ -252,7 +252,7 @@ async fn run_step(
             Ok(())
         }
         StepOp::Exec { cost_ns } => {
-            m.sched.cpu(cost_ns.unwrap_or(m.cfg.process_start_ns)).await;
+            m.sched().cpu(cost_ns.unwrap_or(m.process_start_ns())).await;
             Ok(())
         }
         StepOp::CreateFiles { dir, count, size } => {
@@ -297,7 +297,7 @@ async fn run_step(
 /// in flight when it returns: all dirty data was persisted.
 fn check_synced(w: &World, what: &str, sbs: &[Rc<SuperBlock>], dirtied_before: u64) {
     let m = &w.m;
-    if m.vm.borrow().nr_dirtied != dirtied_before {
+    if m.mm().vm().nr_dirtied != dirtied_before {
         return;
     }
     for sb in sbs.iter().filter(|s| s.bdi.can_writeback && s.active()) {

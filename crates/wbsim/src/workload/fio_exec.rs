@@ -91,8 +91,8 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
             let start = set.start_ns;
             world.task_started();
             let name = format!("fio:{}", inst.label);
-            world.m.sched.spawn(&name, set.cgroup, 0, async move {
-                let sim = w.m.sim.clone();
+            world.m.sched().spawn(&name, set.cgroup, 0, async move {
+                let sim = w.m.sim().clone();
                 sim.sleep_until(start.max(sim.now())).await;
                 if wait_for > 0 {
                     let r = running.clone();
@@ -292,7 +292,7 @@ async fn layout_file(m: &Rc<Machine>, job: &FioJob, f: &File, size: u64) {
 
 async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], stats_id: usize) {
     let m = &w.m;
-    let sim = m.sim.clone();
+    let sim = m.sim().clone();
     if job.startdelay_ns > 0 {
         sim.sleep(job.startdelay_ns).await;
     }
@@ -351,8 +351,7 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
         let s = &mut jobs[stats_id];
         let from = now + job.ramp_time_ns;
         s.start_ns = Some(s.start_ns.map_or(from, |t| t.min(from)));
-        s.events_first
-            .get_or_insert_with(|| w.m.events.borrow().clone());
+        s.events_first.get_or_insert_with(|| w.m.events());
     }
     let lanes = if job.ioengine.is_sync() {
         1
@@ -369,8 +368,8 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
             fut.await;
         } else {
             let name = format!("fio:{}.{jobnum}/lane{lane}", job.name);
-            let cg = m.sched.current_cgroup();
-            handles.push(m.sched.spawn(&name, cg, 0, fut));
+            let cg = m.sched().current_cgroup();
+            handles.push(m.sched().spawn(&name, cg, 0, fut));
         }
     }
     for h in handles {
@@ -396,7 +395,7 @@ fn finish_stats(w: &World, stats_id: usize, error: Option<&str>, now: Time) {
     let s = &mut jobs[stats_id];
     s.running = s.running.saturating_sub(1);
     s.end_ns = Some(s.end_ns.map_or(now, |t| t.max(now)));
-    s.events_last.clone_from(&w.m.events.borrow());
+    w.m.events_into(&mut s.events_last);
     if s.error.is_none() {
         s.error = error.map(str::to_string);
     }
@@ -404,7 +403,7 @@ fn finish_stats(w: &World, stats_id: usize, error: Option<&str>, now: Time) {
 
 async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, stats_id: usize) {
     let m = &w.m;
-    let sim = &m.sim;
+    let sim = m.sim();
     let mut task = TaskDirty::default();
     let rate = |write: bool| {
         if write {

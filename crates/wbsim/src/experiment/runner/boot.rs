@@ -76,7 +76,7 @@ pub fn boot(sim: &Sim, scenario: &Scenario, variant: &ResolvedVariant) -> Result
     let mut bdi_settings = BTreeMap::new();
     for d in &scenario.devices {
         let dev = BlockDevice::new(sim, &d.name, d.params.clone());
-        dev.start_driver_worker(&m.sched);
+        dev.start_driver_worker(m.sched());
         devices.insert(d.name.clone(), dev);
         bdi_settings.insert(
             d.name.clone(),
@@ -95,7 +95,7 @@ pub fn boot(sim: &Sim, scenario: &Scenario, variant: &ResolvedVariant) -> Result
             .cpus
             .as_ref()
             .map(|l| l.iter().map(|&n| n as usize).collect());
-        let id = m.sched.add_cgroup(&c.name, cpus.as_deref())?;
+        let id = m.sched().add_cgroup(&c.name, cpus.as_deref())?;
         cgroups.insert(c.name.clone(), id);
     }
     let cg_of = |name: &Option<String>| -> CgroupId {

@@ -57,8 +57,8 @@ pub fn results(
         metrics.add(name, "count", *n);
     }
     let jobs = job_outputs(world, &mut metrics, now);
-    for p in m.bdp_pauses.borrow().iter() {
-        metrics.record_as("bdp.pause", "ns", "ms", *p);
+    for p in m.bdp_pauses() {
+        metrics.record_as("bdp.pause", "ns", "ms", p);
     }
     for (name, d) in devices {
         let st = d.stats();
@@ -89,8 +89,8 @@ pub fn results(
 /// `/proc/lock_stat` of the run: per lock class and kind acquired at least
 /// once, the contentions and the total wait and hold times.
 fn lock_stat(m: &crate::model::machine::Machine, metrics: &mut Metrics) {
-    for class in m.locks.classes() {
-        let Some(st) = m.locks.get(&class) else {
+    for class in m.locks().classes() {
+        let Some(st) = m.locks().get(&class) else {
             continue;
         };
         for (kind, t) in [("read", &st.read), ("write", &st.write)] {
@@ -226,32 +226,9 @@ fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json
 fn check_invariants(world: &World) -> Invariants {
     let m = &world.m;
     let mut inv = Invariants::default();
-    let (mut cached, mut dirty, mut wb) = (0u64, 0u64, 0u64);
-    for sb in m.supers.borrow().values() {
-        if !sb.bdi.can_writeback {
-            continue;
-        }
-        for inode in sb.inodes.borrow().values() {
-            let map = inode.mapping.borrow();
-            inv.checked += 1;
-            if let Err(e) = map.check() {
-                inv.violations
-                    .push(format!("{} inode {}: {e}", sb.name, inode.ino));
-            }
-            cached += map.nrpages();
-            dirty += map.nr_dirty();
-            wb += map.nr_writeback();
-        }
-    }
-    let vm = m.vm.borrow();
-    inv.checked += 1;
-    if (vm.nr_file_pages, vm.nr_file_dirty, vm.nr_writeback) != (cached, dirty, wb) {
-        inv.violations.push(format!(
-            "page conservation: NR_FILE_PAGES/NR_FILE_DIRTY/NR_WRITEBACK {}/{}/{} but mappings hold {cached}/{dirty}/{wb}",
-            vm.nr_file_pages, vm.nr_file_dirty, vm.nr_writeback
-        ));
-    }
-    inv.violations.extend(vm.violations.iter().cloned());
-    inv.violations.extend(m.violations.borrow().iter().cloned());
+    let (checked, bad) = m.check_page_conservation();
+    inv.checked += checked;
+    inv.violations.extend(bad);
+    inv.violations.extend(m.violations());
     inv
 }

@@ -35,7 +35,7 @@ impl RunnerMounts {
     /// Mounts every filesystem marked `mounted`, running the simulation until
     /// they are (the mount syscalls take microseconds of simulated time).
     pub fn mount_at_boot(self: &Rc<Self>, w: &Rc<World>) -> Result<(), String> {
-        let sim = w.m.sim.clone();
+        let sim = w.m.sim().clone();
         let names: Vec<String> = self
             .configs
             .iter()

@@ -12,7 +12,6 @@ use sim::Time;
 
 use crate::experiment::metrics::Metrics;
 use crate::model::block::BlockDevice;
-use crate::model::mm::page_writeback::global_thresholds;
 use crate::workload::world::World;
 
 /// What the sampler collected.
@@ -55,10 +54,10 @@ impl State {
         let m = &self.world.m;
         let now = m.now();
         let (dirty, writeback, cached) = {
-            let vm = m.vm.borrow();
+            let vm = m.mm().vm();
             (vm.nr_file_dirty, vm.nr_writeback, vm.nr_file_pages)
         };
-        let th = global_thresholds(m);
+        let th = m.dirty_thresholds();
         {
             let mut s = self.samples.borrow_mut();
             s.sample("dirty_pages", "pages", now, dirty as f64);
@@ -92,7 +91,7 @@ impl State {
         let next = now + self.interval;
         if next <= self.until {
             let me = self.clone();
-            m.sim.schedule_at(next, move || me.sample());
+            m.sim().schedule_at(next, move || me.sample());
         }
     }
 }

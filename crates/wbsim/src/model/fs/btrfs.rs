@@ -25,10 +25,10 @@ use std::rc::Rc;
 use sim::{Time, USEC};
 
 use crate::model::block::{Bio, BioFlags};
-use crate::model::fs::super_::SuperBlock;
-use crate::model::fs::{Filesystem, LocalBoxFuture};
+use crate::model::fs::vfs::Machine;
+use crate::model::fs::vfs::SuperBlock;
+use crate::model::fs::vfs::{Filesystem, LocalBoxFuture};
 use crate::model::kernel::wait::WaitQueue;
-use crate::model::machine::Machine;
 
 /// CPU per page of a buffered write (`btrfs_buffered_write`: space
 /// reservation, extent locking, copy), ns: 3.83 us. Measured with `wbsim probe
@@ -84,7 +84,7 @@ impl Btrfs {
         if !dirty && !force {
             return;
         }
-        m.sched.cpu(BTRFS_COMMIT_CPU_NS).await;
+        m.sched().cpu(BTRFS_COMMIT_CPU_NS).await;
         let Some(dev) = sb.device.clone() else {
             return;
         };
@@ -118,7 +118,7 @@ impl Btrfs {
             .await;
         }
         let l = left.clone();
-        wq.wait_event(&m.sim, move || l.get() == 0).await;
+        wq.wait_event(m.sim(), move || l.get() == 0).await;
     }
 }
 
@@ -170,7 +170,7 @@ impl Filesystem for Btrfs {
         // close_ctree: btrfs_commit_super, then teardown.
         Box::pin(async move {
             self.commit(m, sb, true).await;
-            m.sched.cpu(BTRFS_CLOSE_CTREE_CPU_NS).await;
+            m.sched().cpu(BTRFS_CLOSE_CTREE_CPU_NS).await;
         })
     }
 }

@@ -12,9 +12,9 @@ use std::rc::Rc;
 use sim::{Time, USEC};
 
 use crate::model::block::{Bio, BioFlags};
-use crate::model::fs::super_::SuperBlock;
-use crate::model::fs::{Filesystem, LocalBoxFuture};
-use crate::model::machine::Machine;
+use crate::model::fs::vfs::Machine;
+use crate::model::fs::vfs::SuperBlock;
+use crate::model::fs::vfs::{Filesystem, LocalBoxFuture};
 
 /// CPU per page of a buffered write (`ext4_da_write_begin`, copy,
 /// `ext4_da_write_end`), ns: 1.17 us. Measured with `wbsim probe dontcache` on
@@ -58,7 +58,7 @@ pub struct Ext4;
 
 impl Ext4 {
     async fn commit(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
-        m.sched.cpu(EXT4_COMMIT_CPU_NS).await;
+        m.sched().cpu(EXT4_COMMIT_CPU_NS).await;
         if let Some(dev) = &sb.device {
             let flags = BioFlags {
                 preflush: true,
@@ -118,7 +118,7 @@ impl Filesystem for Ext4 {
         // jbd2_journal_destroy (final commit and checkpoint), then the
         // superblock write (ext4_commit_super) with a flush.
         Box::pin(async move {
-            m.sched.cpu(EXT4_PUT_SUPER_CPU_NS).await;
+            m.sched().cpu(EXT4_PUT_SUPER_CPU_NS).await;
             Self::commit(m, sb).await;
             if let Some(dev) = &sb.device {
                 let flags = BioFlags {

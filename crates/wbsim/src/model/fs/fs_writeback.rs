@@ -17,19 +17,18 @@
 //! modelled); `write_inode` costs a fixed CPU time; list_lock is not contended
 //! (one flusher per wb touches its lists).
 
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 
 use sim::{Time, MSEC, USEC};
 
-use crate::model::fs::inode::{state::*, InodeRef};
-use crate::model::fs::super_::SuperBlock;
-use crate::model::fs::WritebackControl;
-use crate::model::kernel::workqueue::DelayedWork;
-use crate::model::machine::Machine;
+use crate::model::fs::inode::{state::*, wb_inode, InodeRef};
+use crate::model::fs::vfs::Machine;
+use crate::model::fs::vfs::SuperBlock;
+use crate::model::fs::vfs::WritebackControl;
+use crate::model::fs::writepages::fs_writepages;
 use crate::model::mm::backing_dev::{wb_wakeup, wb_wakeup_delayed};
-use crate::model::mm::backing_dev::{Bdi, BdiSettings, IoList, SyncMode, Wb, WbReason, WbWork};
+use crate::model::mm::backing_dev::{IoList, SyncMode, Wb, WbReason, WbWork};
 use crate::model::mm::page_writeback as throttle;
-use crate::model::mm::page_writeback::BdiDirtyConfig;
 
 /// `MIN_WRITEBACK_PAGES`: 4 MiB in pages (fs/fs-writeback.c).
 pub const MIN_WRITEBACK_PAGES: i64 = (4 << 20) / 4096;
@@ -44,84 +43,10 @@ pub const DIRTYTIME_EXPIRE_NS: Time = 43_200 * 1_000_000_000;
 
 // ------------------------------------------------------------- registration
 
-/// `bdi_register` + `wb_init`: a bdi with `nr_wb_ctx` writeback contexts, each
-/// with a root wb whose flusher is a delayed work on the writeback workqueue.
-pub fn bdi_register(
-    m: &Rc<Machine>,
-    name: &str,
-    can_writeback: bool,
-    settings: BdiSettings,
-    nr_wb_ctx: usize,
-) -> Rc<Bdi> {
-    let id = m.new_id();
-    let n = nr_wb_ctx.max(1);
-    let mut wbs = Vec::with_capacity(n);
-    for ctx in 0..n {
-        let wname = if n == 1 {
-            format!("flush-{name}")
-        } else {
-            format!("flush-{name}-{ctx}")
-        };
-        let wb = Rc::new(Wb::new(m.new_id(), wname.clone(), ctx, m.now()));
-        let (wm, wwb): (Weak<Machine>, Weak<Wb>) = (Rc::downgrade(m), Rc::downgrade(&wb));
-        let dwork = DelayedWork::new(&wname, move || {
-            let (wm, wwb) = (wm.clone(), wwb.clone());
-            async move {
-                if let (Some(m), Some(wb)) = (wm.upgrade(), wwb.upgrade()) {
-                    wb_workfn(&m, &wb).await;
-                }
-            }
-        });
-        let _ = wb.dwork.set(dwork);
-        wbs.push(wb);
-    }
-    let dirty_cfg = bdi_dirty_config(m, &settings);
-    let bdi = Rc::new(Bdi {
-        id,
-        name: name.to_string(),
-        can_writeback,
-        settings,
-        wbs,
-        dirty_cfg,
-        tot_write_bandwidth: std::cell::Cell::new(0),
-    });
-    m.bdis.borrow_mut().push(bdi.clone());
-    bdi
-}
-
-/// The bdi's throttling configuration from its sysfs-like settings; `max_bytes`
-/// becomes a max_ratio of the current global threshold, as `bdi_set_max_bytes`
-/// does.
-fn bdi_dirty_config(m: &Machine, s: &BdiSettings) -> BdiDirtyConfig {
-    let mut c = BdiDirtyConfig {
-        strictlimit: s.strict_limit,
-        ..Default::default()
-    };
-    let mut max = if s.max_ratio == 0 {
-        100
-    } else {
-        s.max_ratio as u64
-    };
-    if s.max_bytes > 0 {
-        let thresh_bytes = throttle::global_thresholds(m).thresh * 4096;
-        let pct = (s.max_bytes * 100)
-            .div_ceil(thresh_bytes.max(1))
-            .clamp(1, 100);
-        max = max.min(pct);
-    }
-    // Settings were validated by the scenario; out-of-range values keep the
-    // defaults rather than panic.
-    let _ = c.set_max_ratio(max);
-    let _ = c.set_min_ratio(s.min_ratio as u64);
-    c
-}
-
 /// The superblock an inode belongs to.
 pub fn inode_sb(m: &Machine, inode: &InodeRef) -> Rc<SuperBlock> {
-    m.supers
-        .borrow()
-        .get(&inode.sb_id)
-        .cloned()
+    m.vfs()
+        .super_get(inode.sb_id)
         .expect("inode of an unknown superblock")
 }
 
@@ -129,7 +54,7 @@ pub fn inode_sb(m: &Machine, inode: &InodeRef) -> Rc<SuperBlock> {
 
 /// `wb_queue_work`.
 pub fn wb_queue_work(m: &Rc<Machine>, wb: &Rc<Wb>, work: Rc<WbWork>) {
-    m.sim.trace("writeback_queue", || {
+    m.sim().trace("writeback_queue", || {
         format!(
             "bdi {}: sb_dev {} nr_pages={} sync_mode={} reason={}",
             wb.name,
@@ -146,7 +71,7 @@ pub fn wb_queue_work(m: &Rc<Machine>, wb: &Rc<Wb>, work: Rc<WbWork>) {
         d.cnt.set(d.cnt.get() + 1);
     }
     wb.work_list.borrow_mut().push_back(work);
-    wb_wakeup(m, wb);
+    wb_wakeup(m.mm(), wb);
 }
 
 /// `wb_start_writeback` (for `wakeup_flusher_threads`): one start_all per wb.
@@ -158,12 +83,12 @@ pub fn wb_start_writeback(m: &Rc<Machine>, wb: &Rc<Wb>, reason: WbReason) {
         return;
     }
     wb.start_all.set(Some(reason));
-    wb_wakeup(m, wb);
+    wb_wakeup(m.mm(), wb);
 }
 
 /// `wakeup_flusher_threads`: start_all on every wb of every bdi.
 pub fn wakeup_flusher_threads(m: &Rc<Machine>, reason: WbReason) {
-    let bdis = m.bdis.borrow().clone();
+    let bdis = m.mm().bdis().clone();
     for bdi in bdis {
         for wb in &bdi.wbs {
             wb_start_writeback(m, wb, reason);
@@ -206,7 +131,7 @@ pub fn redirty_tail_locked(m: &Machine, inode: &InodeRef, wb: &Rc<Wb>) {
         .borrow()
         .b_dirty
         .head()
-        .map(|i| i.st.borrow().dirtied_when);
+        .map(|e| wb_inode(e).st.borrow().dirtied_when);
     {
         let mut st = inode.st.borrow_mut();
         if let Some(t) = newest {
@@ -242,7 +167,7 @@ pub fn mark_inode_dirty(m: &Rc<Machine>, inode: &InodeRef, flags: u32) {
             st.i_state & I_FREEING != 0,
         )
     };
-    m.sim.trace("writeback_mark_inode_dirty", || {
+    m.sim().trace("writeback_mark_inode_dirty", || {
         format!("bdi {}: ino={} flags={flags:#x}", wb.name, inode.ino)
     });
     // Queued for writeback by the flusher: it places the inode afterwards.
@@ -252,7 +177,7 @@ pub fn mark_inode_dirty(m: &Rc<Machine>, inode: &InodeRef, flags: u32) {
     inode.st.borrow_mut().dirtied_when = m.now();
     let wakeup = inode_io_list_move_locked(inode, &wb, IoList::Dirty);
     if wakeup && sb.bdi.can_writeback {
-        wb_wakeup_delayed(m, &wb);
+        wb_wakeup_delayed(m.mm(), &wb);
     }
 }
 
@@ -276,7 +201,7 @@ pub fn inode_attach_wb(sb: &SuperBlock, inode: &InodeRef) -> Rc<Wb> {
 fn move_expired_inodes(wb: &Rc<Wb>, from: IoList, to: IoList, dirtied_before: Time) -> usize {
     let mut tmp: Vec<InodeRef> = Vec::new();
     loop {
-        let tail = wb.lists.borrow().get(from).tail().cloned();
+        let tail = wb.lists.borrow().get(from).tail().map(wb_inode);
         let Some(inode) = tail else { break };
         let when = if from == IoList::DirtyTime {
             inode.st.borrow().dirtied_time_when
@@ -315,7 +240,7 @@ fn move_expired_inodes(wb: &Rc<Wb>, from: IoList, to: IoList, dirtied_before: Ti
 fn queue_io(m: &Machine, wb: &Rc<Wb>, work: &WbWork, dirtied_before: Time) {
     // list_splice_init(b_more_io, b_io): b_io is empty here; keep the order.
     loop {
-        let tail = wb.lists.borrow().b_more_io.tail().cloned();
+        let tail = wb.lists.borrow().b_more_io.tail().map(wb_inode);
         let Some(inode) = tail else { break };
         let mut st = inode.st.borrow_mut();
         let (_, key) = st.io_list.take().expect("on b_more_io");
@@ -333,7 +258,7 @@ fn queue_io(m: &Machine, wb: &Rc<Wb>, work: &WbWork, dirtied_before: Time) {
             m.now().saturating_sub(DIRTYTIME_EXPIRE_NS),
         );
     }
-    m.sim.trace("writeback_queue_io", || {
+    m.sim().trace("writeback_queue_io", || {
         format!(
             "bdi {}: older={} moved={moved} reason={}",
             wb.name,
@@ -349,7 +274,7 @@ pub fn writeback_chunk_size(m: &Machine, wb: &Wb, work: &WbWork) -> i64 {
         return i64::MAX;
     }
     let avg_bw = wb.bw.borrow().avg_write_bandwidth as i64;
-    let dirty_limit = m.gdom.borrow().dirty_limit as i64;
+    let dirty_limit = m.mm().global_domain().dirty_limit as i64;
     // DIRTY_SCOPE = 8.
     let pages = (avg_bw / 2).min(dirty_limit / 8).min(work.nr_pages.get());
     ((pages + MIN_WRITEBACK_PAGES) / MIN_WRITEBACK_PAGES) * MIN_WRITEBACK_PAGES
@@ -376,7 +301,7 @@ async fn writeback_single_inode(
         dirty
     };
     if dirty & !I_DIRTY_PAGES != 0 {
-        m.sched.cpu(WRITE_INODE_NS).await;
+        m.sched().cpu(WRITE_INODE_NS).await;
     }
 }
 
@@ -387,10 +312,9 @@ pub async fn do_writepages(
     inode: &InodeRef,
     wbc: &mut WritebackControl,
 ) {
-    let fs = sb.fs.clone();
-    fs.writepages(m, sb, inode, wbc).await;
+    fs_writepages(m, sb, inode, wbc).await;
     if let Some(wb) = inode.wb() {
-        throttle::wb_update_bandwidth_if_due(m, &wb);
+        throttle::wb_update_bandwidth_if_due(m.mm(), &wb);
     }
 }
 
@@ -454,12 +378,12 @@ async fn writeback_sb_inodes(
     let mut total: i64 = 0;
     let dirtied_before = if work.for_kupdate {
         m.now()
-            .saturating_sub(m.dirty.borrow().dirty_expire_interval_ns())
+            .saturating_sub(m.mm().dirty_params().dirty_expire_interval_ns())
     } else {
         m.now()
     };
     loop {
-        let tail = wb.lists.borrow().b_io.tail().cloned();
+        let tail = wb.lists.borrow().b_io.tail().map(wb_inode);
         let Some(inode) = tail else { break };
         if inode.sb_id != sb.id {
             if work.sb.is_some() {
@@ -481,7 +405,7 @@ async fn writeback_sb_inodes(
             let i2 = inode.clone();
             inode
                 .i_wb_wait
-                .wait_event(&m.sim, move || !i2.has(I_SYNC))
+                .wait_event(m.sim(), move || !i2.has(I_SYNC))
                 .await;
             continue;
         }
@@ -530,7 +454,7 @@ async fn writeback_inodes_wb(m: &Rc<Machine>, wb: &Rc<Wb>, work: &WbWork) -> i64
     let start = m.now();
     let mut wrote = 0;
     loop {
-        let tail = wb.lists.borrow().b_io.tail().cloned();
+        let tail = wb.lists.borrow().b_io.tail().map(wb_inode);
         let Some(inode) = tail else { break };
         let sb = inode_sb(m, &inode);
         // super_trylock_shared: s_umount read trylock, and the sb must be live.
@@ -565,10 +489,10 @@ pub async fn wb_writeback(m: &Rc<Machine>, wb: &Rc<Wb>, work: &WbWork) -> i64 {
         if (work.for_background || work.for_kupdate) && !wb.work_list.borrow().is_empty() {
             break;
         }
-        if work.for_background && !throttle::wb_over_bg_thresh(m, wb) {
+        if work.for_background && !throttle::wb_over_bg_thresh(m.mm(), wb) {
             break;
         }
-        m.sim.trace("writeback_start", || {
+        m.sim().trace("writeback_start", || {
             format!(
                 "bdi {}: nr_pages={} sync_mode={} kupdate={} background={} reason={}",
                 wb.name,
@@ -587,7 +511,7 @@ pub async fn wb_writeback(m: &Rc<Machine>, wb: &Rc<Wb>, work: &WbWork) -> i64 {
             if work.for_kupdate {
                 dirtied_before = m
                     .now()
-                    .saturating_sub(m.dirty.borrow().dirty_expire_interval_ns());
+                    .saturating_sub(m.mm().dirty_params().dirty_expire_interval_ns());
             } else if work.for_background {
                 dirtied_before = m.now();
             }
@@ -595,7 +519,7 @@ pub async fn wb_writeback(m: &Rc<Machine>, wb: &Rc<Wb>, work: &WbWork) -> i64 {
         }
         let progress = match work.sb {
             Some(sb_id) => {
-                let sb = m.supers.borrow().get(&sb_id).cloned();
+                let sb = m.vfs().super_get(sb_id);
                 match sb {
                     Some(sb) => writeback_sb_inodes(m, &sb, wb, work).await,
                     None => 0,
@@ -603,7 +527,7 @@ pub async fn wb_writeback(m: &Rc<Machine>, wb: &Rc<Wb>, work: &WbWork) -> i64 {
             }
             None => writeback_inodes_wb(m, wb, work).await,
         };
-        m.sim.trace("writeback_written", || {
+        m.sim().trace("writeback_written", || {
             format!(
                 "bdi {}: nr_pages={} progress={progress} reason={}",
                 wb.name,
@@ -614,20 +538,21 @@ pub async fn wb_writeback(m: &Rc<Machine>, wb: &Rc<Wb>, work: &WbWork) -> i64 {
         if progress > 0 {
             continue;
         }
-        let more = wb.lists.borrow().b_more_io.tail().cloned();
+        let more = wb.lists.borrow().b_more_io.tail().map(wb_inode);
         let Some(inode) = more else { break };
         // Nothing written: wait for an inode under writeback to be available.
-        m.sim.trace("writeback_wait", || format!("bdi {}", wb.name));
+        m.sim()
+            .trace("writeback_wait", || format!("bdi {}", wb.name));
         if inode.has(I_SYNC) {
             let i2 = inode.clone();
             inode
                 .i_wb_wait
-                .wait_event(&m.sim, move || !i2.has(I_SYNC))
+                .wait_event(m.sim(), move || !i2.has(I_SYNC))
                 .await;
         } else {
             // Nothing to wait for: avoid spinning (the kernel's wait returns
             // at once too, then the loop retries).
-            m.sim.sleep(MSEC).await;
+            m.sim().sleep(MSEC).await;
         }
     }
     nr_pages - work.nr_pages.get()
@@ -635,7 +560,7 @@ pub async fn wb_writeback(m: &Rc<Machine>, wb: &Rc<Wb>, work: &WbWork) -> i64 {
 
 /// `get_nr_dirty_pages`: dirty pages plus dirty inodes.
 fn get_nr_dirty_pages(m: &Machine) -> i64 {
-    m.vm.borrow().nr_file_dirty as i64
+    m.mm().vm().nr_file_dirty as i64
 }
 
 /// `wb_do_writeback`: queued work, then start_all, kupdate and background.
@@ -645,7 +570,7 @@ async fn wb_do_writeback(m: &Rc<Machine>, wb: &Rc<Wb>) -> i64 {
     loop {
         let work = wb.work_list.borrow_mut().pop_front();
         let Some(work) = work else { break };
-        m.sim.trace("writeback_exec", || {
+        m.sim().trace("writeback_exec", || {
             format!(
                 "bdi {}: nr_pages={} reason={}",
                 wb.name,
@@ -671,7 +596,7 @@ async fn wb_do_writeback(m: &Rc<Machine>, wb: &Rc<Wb>) -> i64 {
     // wb_check_start_dontcache (7.2).
     wrote += wb_check_start_dontcache(m, wb).await;
     // wb_check_old_data_flush (kupdate).
-    let interval = m.dirty.borrow().dirty_writeback_interval_ns();
+    let interval = m.mm().dirty_params().dirty_writeback_interval_ns();
     if interval > 0 && m.now() >= wb.last_old_flush.get() + interval {
         wb.last_old_flush.set(m.now());
         let nr = get_nr_dirty_pages(m);
@@ -683,7 +608,7 @@ async fn wb_do_writeback(m: &Rc<Machine>, wb: &Rc<Wb>) -> i64 {
         }
     }
     // wb_check_background_flush.
-    if throttle::wb_over_bg_thresh(m, wb) {
+    if throttle::wb_over_bg_thresh(m.mm(), wb) {
         let mut w = WbWork::new(i64::MAX, SyncMode::None, WbReason::Background);
         w.for_background = true;
         w.range_cyclic = true;
@@ -717,7 +642,7 @@ pub async fn wb_check_start_dontcache(m: &Rc<Machine>, wb: &Rc<Wb>) -> i64 {
 /// `wb_split_bdi_pages`: a wb's share of `nr_pages` by write bandwidth among
 /// the wbs of its bdi (all of it with one wb).
 fn wb_split_bdi_pages(m: &Machine, wb: &Wb, nr_pages: i64) -> i64 {
-    let bdis = m.bdis.borrow();
+    let bdis = m.mm().bdis();
     let Some(bdi) = bdis.iter().find(|b| b.wbs.iter().any(|w| w.id == wb.id)) else {
         return nr_pages;
     };
@@ -740,7 +665,7 @@ fn wb_split_bdi_pages(m: &Machine, wb: &Wb, nr_pages: i64) -> i64 {
 pub async fn wb_workfn(m: &Rc<Machine>, wb: &Rc<Wb>) {
     loop {
         let pages = wb_do_writeback(m, wb).await;
-        m.sim
+        m.sim()
             .trace("writeback_pages_written", || format!("{pages}"));
         // A kick that set the start bit during the pass re-runs the loop
         // (its wb_wakeup found the work running).
@@ -749,8 +674,8 @@ pub async fn wb_workfn(m: &Rc<Machine>, wb: &Rc<Wb>) {
         }
     }
     if !wb.work_list.borrow().is_empty() {
-        wb_wakeup(m, wb);
-    } else if wb.has_dirty_io() && m.dirty.borrow().dirty_writeback_interval_ns() > 0 {
-        wb_wakeup_delayed(m, wb);
+        wb_wakeup(m.mm(), wb);
+    } else if wb.has_dirty_io() && m.mm().dirty_params().dirty_writeback_interval_ns() > 0 {
+        wb_wakeup_delayed(m.mm(), wb);
     }
 }

@@ -15,7 +15,7 @@ use crate::model::fs::extent::ExtentMap;
 use crate::model::kernel::locking::RwSemaphore;
 use crate::model::kernel::wait::WaitQueue;
 use crate::model::kernel::workqueue::Work;
-use crate::model::mm::backing_dev::{IoList, Wb};
+use crate::model::mm::backing_dev_defs::{IoList, ListEntry, Wb};
 use crate::model::mm::filemap::AddressSpace;
 
 /// `i_state` bits (include/linux/fs.h).
@@ -86,6 +86,15 @@ pub struct Inode {
 
 /// Shared handle on an inode.
 pub type InodeRef = Rc<Inode>;
+
+/// The inode behind an entry of a wb list (the kernel's `wb_inode()`:
+/// `list_entry(head, struct inode, i_io_list)`). Only inodes are put on wb
+/// lists, so the entry is always one.
+pub fn wb_inode(e: &ListEntry) -> InodeRef {
+    e.clone()
+        .downcast::<Inode>()
+        .unwrap_or_else(|_| unreachable!("a wb list holds only inodes"))
+}
 
 impl Inode {
     pub fn new(ino: u64, sb_id: u64, disk_base: u64, now: Time, ilock: RwSemaphore) -> InodeRef {

@@ -39,20 +39,18 @@
 //! mount work (`fill_super`: reading the superblock, log recovery) costs
 //! nothing, as mount latency is not studied.
 
-use std::cell::{Cell, OnceCell, RefCell};
-use std::collections::BTreeMap;
+use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 
-use sim::{TaskId, Time};
+use sim::Time;
 
 use crate::model::block::BlockDevice;
-use crate::model::fs::super_::{deactivate_super, sget, SuperBlock};
-use crate::model::fs::Filesystem;
-use crate::model::kernel::locking::lock_stat::LockStats;
-use crate::model::kernel::locking::rwsem::{RwSemaphore, WriteGuard};
-use crate::model::kernel::sched::Sched;
+use crate::model::fs::super_::{deactivate_super, sget};
+use crate::model::fs::vfs::Filesystem;
+use crate::model::fs::vfs::Machine;
+pub use crate::model::fs::vfs::{MntNamespace, Mount, NsStats};
+use crate::model::kernel::locking::rwsem::WriteGuard;
 use crate::model::kernel::workqueue::{queue_delayed_work, queue_rcu_work, DelayedWork, RcuWork};
-use crate::model::machine::Machine;
 use crate::model::mm::backing_dev::BdiSettings;
 use crate::model::policy::DetachRelease;
 
@@ -97,113 +95,9 @@ pub const UMOUNT_TREE_NS: Time = 500;
 /// root, freeing the mount id), ns: 0.5 us. Estimate.
 pub const CLEANUP_MNT_NS: Time = 500;
 
-/// `struct mount`.
-pub struct Mount {
-    pub id: u64,
-    /// The mount point (the scenario's name for the filesystem).
-    pub mountpoint: String,
-    pub sb: Rc<SuperBlock>,
-    /// `mnt_count`: references (the attachment to the namespace holds one).
-    mnt_count: Cell<u64>,
-    /// `mnt.mnt_flags` ([`mnt_flags`]).
-    mnt_flags: Cell<u32>,
-    /// `mnt_ns != NULL`: attached to the namespace.
-    attached: Cell<bool>,
-}
-
-impl Mount {
-    /// `mnt_get_count`.
-    pub fn mnt_count(&self) -> u64 {
-        self.mnt_count.get()
-    }
-
-    /// Whether it is still in the namespace (not yet unmounted).
-    pub fn is_attached(&self) -> bool {
-        self.attached.get()
-    }
-
-    /// `mnt.mnt_flags`.
-    pub fn mnt_flags(&self) -> u32 {
-        self.mnt_flags.get()
-    }
-
-    fn set_flag(&self, f: u32) {
-        self.mnt_flags.set(self.mnt_flags.get() | f);
-    }
-}
-
-/// Counters of the namespace, for results.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NsStats {
-    /// Successful mounts.
-    pub mounts: u64,
-    /// Successful umounts (lazy included).
-    pub umounts: u64,
-    /// Lazy (MNT_DETACH) umounts among them.
-    pub lazy_umounts: u64,
-    /// umount(2) calls that got EBUSY.
-    pub umount_ebusy: u64,
-    /// Mounts and device reuses that got EBUSY because the device was claimed.
-    pub device_ebusy: u64,
-    /// Lists of mounts handed to `queue_rcu_work` (DetachRelease::Deferred).
-    pub deferred_releases: u64,
-    /// Final mntputs that went through `delayed_mntput_work`.
-    pub delayed_mntputs: u64,
-}
-
-/// The mount namespace of the machine and the global state of
-/// fs/namespace.c.
-pub struct MntNamespace {
-    /// `namespace_sem`.
-    pub namespace_sem: RwSemaphore,
-    /// The mount table: mount point -> mount (the namespace's `mounts` tree).
-    mounts: RefCell<BTreeMap<String, Rc<Mount>>>,
-    /// `unmounted`: mounts taken out by `umount_tree`, released by
-    /// `namespace_unlock` (protected by `namespace_sem`).
-    unmounted: RefCell<Vec<Rc<Mount>>>,
-    /// `delayed_mntput_list`.
-    delayed_mntput_list: RefCell<Vec<Rc<Mount>>>,
-    /// `delayed_mntput_work` (created at first use: it needs the machine).
-    delayed_mntput_work: OnceCell<DelayedWork>,
-    /// Each user task's pending task_work (`__cleanup_mnt` callbacks).
-    task_works: RefCell<BTreeMap<TaskId, Vec<Rc<Mount>>>>,
-    stats: Cell<NsStats>,
-}
-
-impl MntNamespace {
-    /// An empty namespace.
-    pub fn new(locks: &LockStats, sched: &Sched) -> Self {
-        MntNamespace {
-            namespace_sem: RwSemaphore::new(locks.class("namespace_sem"), sched),
-            mounts: RefCell::new(BTreeMap::new()),
-            unmounted: RefCell::new(Vec::new()),
-            delayed_mntput_list: RefCell::new(Vec::new()),
-            delayed_mntput_work: OnceCell::new(),
-            task_works: RefCell::new(BTreeMap::new()),
-            stats: Cell::new(NsStats::default()),
-        }
-    }
-
-    /// A copy of the counters.
-    pub fn stats(&self) -> NsStats {
-        self.stats.get()
-    }
-
-    /// Mounts in the namespace now.
-    pub fn nr_mounts(&self) -> usize {
-        self.mounts.borrow().len()
-    }
-
-    fn count(&self, f: impl FnOnce(&mut NsStats)) {
-        let mut s = self.stats.get();
-        f(&mut s);
-        self.stats.set(s);
-    }
-}
-
 /// The mount at `mountpoint`, if one is attached there.
 pub fn lookup_mount(m: &Machine, mountpoint: &str) -> Option<Rc<Mount>> {
-    m.ns.mounts.borrow().get(mountpoint).cloned()
+    m.vfs().ns().mounts.borrow().get(mountpoint).cloned()
 }
 
 // -------------------------------------------------------------------- mount
@@ -220,17 +114,17 @@ pub async fn do_mount(
     device: Option<BlockDevice>,
     bdi_settings: BdiSettings,
 ) -> Result<Rc<Mount>, Errno> {
-    m.sched.cpu(MOUNT_SYSCALL_NS).await;
+    m.sched().cpu(MOUNT_SYSCALL_NS).await;
     // get_tree_bdev: open the device with the superblock as exclusive holder.
     let claim = m.new_id();
     if let Some(dev) = &device {
         if let Err(e) = dev.bd_claim(claim, &format!("mount {mountpoint}")) {
-            m.ns.count(|s| s.device_ebusy += 1);
+            m.vfs().ns().count(|s| s.device_ebusy += 1);
             return Err(e);
         }
     }
-    let guard = m.ns.namespace_sem.down_write().await; // namespace_lock
-    if m.ns.mounts.borrow().contains_key(mountpoint) {
+    let guard = m.vfs().ns().namespace_sem.down_write().await; // namespace_lock
+    if m.vfs().ns().mounts.borrow().contains_key(mountpoint) {
         if let Some(dev) = &device {
             dev.bd_release(claim);
         }
@@ -251,11 +145,13 @@ pub async fn do_mount(
         mnt_flags: Cell::new(0),
         attached: Cell::new(true),
     });
-    m.ns.mounts
+    m.vfs()
+        .ns()
+        .mounts
         .borrow_mut()
         .insert(mountpoint.to_string(), mnt.clone());
-    m.ns.count(|s| s.mounts += 1);
-    m.sim.trace("mount", || {
+    m.vfs().ns().count(|s| s.mounts += 1);
+    m.sim().trace("mount", || {
         format!("{} {} sb {}", mnt.mountpoint, mnt.sb.fs.name(), mnt.sb.id)
     });
     namespace_unlock(m, guard, false).await;
@@ -293,10 +189,12 @@ pub fn mntput(m: &Rc<Machine>, mnt: &Rc<Mount>) {
         return;
     }
     mnt.set_flag(mnt_flags::MNT_DOOMED);
-    match m.sim.current() {
-        Some(task) if !m.sched.is_kthread(task) => {
+    match m.sim().current() {
+        Some(task) if !m.sched().is_kthread(task) => {
             // task_work_add(current, __cleanup_mnt)
-            m.ns.task_works
+            m.vfs()
+                .ns()
+                .task_works
                 .borrow_mut()
                 .entry(task)
                 .or_default()
@@ -304,14 +202,14 @@ pub fn mntput(m: &Rc<Machine>, mnt: &Rc<Mount>) {
         }
         _ => {
             let was_empty = {
-                let mut l = m.ns.delayed_mntput_list.borrow_mut();
+                let mut l = m.vfs().ns().delayed_mntput_list.borrow_mut();
                 l.push(mnt.clone());
                 l.len() == 1
             };
-            m.ns.count(|s| s.delayed_mntputs += 1);
+            m.vfs().ns().count(|s| s.delayed_mntputs += 1);
             if was_empty {
                 let work = delayed_mntput_work(m);
-                queue_delayed_work(&m.system_wq, work, m.jiffy_ns());
+                queue_delayed_work(m.system_wq(), work, m.jiffy_ns());
             }
         }
     }
@@ -320,9 +218,11 @@ pub fn mntput(m: &Rc<Machine>, mnt: &Rc<Mount>) {
 /// `task_work_run`: what the current task does on its way back to user space:
 /// runs the `cleanup_mnt` of every mount whose final reference it dropped.
 pub async fn task_work_run(m: &Rc<Machine>) {
-    let Some(task) = m.sim.current() else { return };
+    let Some(task) = m.sim().current() else {
+        return;
+    };
     loop {
-        let works = m.ns.task_works.borrow_mut().remove(&task);
+        let works = m.vfs().ns().task_works.borrow_mut().remove(&task);
         let Some(works) = works else { break };
         for mnt in works {
             cleanup_mnt(m, &mnt).await;
@@ -340,13 +240,13 @@ pub async fn release_mount(m: &Rc<Machine>, mnt: &Rc<Mount>) {
 
 /// `delayed_mntput_work`: runs `cleanup_mnt` of every mount on the list.
 fn delayed_mntput_work(m: &Rc<Machine>) -> &DelayedWork {
-    m.ns.delayed_mntput_work.get_or_init(|| {
+    m.vfs().ns().delayed_mntput_work.get_or_init(|| {
         let wm: Weak<Machine> = Rc::downgrade(m);
         DelayedWork::new("delayed_mntput", move || {
             let wm = wm.clone();
             async move {
                 let Some(m) = wm.upgrade() else { return };
-                let list = std::mem::take(&mut *m.ns.delayed_mntput_list.borrow_mut());
+                let list = std::mem::take(&mut *m.vfs().ns().delayed_mntput_list.borrow_mut());
                 for mnt in list {
                     cleanup_mnt(&m, &mnt).await;
                 }
@@ -358,9 +258,9 @@ fn delayed_mntput_work(m: &Rc<Machine>) -> &DelayedWork {
 /// `cleanup_mnt`: deactivates the superblock (the last mount of it shuts it
 /// down), then frees the mount after a grace period (`delayed_free_vfsmnt`).
 pub async fn cleanup_mnt(m: &Rc<Machine>, mnt: &Rc<Mount>) {
-    m.sched.cpu(CLEANUP_MNT_NS).await;
+    m.sched().cpu(CLEANUP_MNT_NS).await;
     deactivate_super(m, &mnt.sb).await;
-    m.rcu.call_rcu(|| {});
+    m.rcu().call_rcu(|| {});
 }
 
 // ------------------------------------------------------------------- umount
@@ -374,7 +274,7 @@ pub async fn path_umount(m: &Rc<Machine>, mnt: &Rc<Mount>, flags: u32) -> Result
     if flags & !(MNT_FORCE | MNT_DETACH | MNT_EXPIRE | UMOUNT_NOFOLLOW) != 0 {
         return Err(Errno::EINVAL);
     }
-    m.sched.cpu(UMOUNT_SYSCALL_NS).await;
+    m.sched().cpu(UMOUNT_SYSCALL_NS).await;
     // user_path_mountpoint_at: a mount no longer attached is not found there.
     if !mnt.attached.get() {
         return Err(Errno::EINVAL);
@@ -387,13 +287,13 @@ pub async fn path_umount(m: &Rc<Machine>, mnt: &Rc<Mount>, flags: u32) -> Result
     // dput_and_out: mntput_no_expire(mnt)
     mntput(m, &path);
     match ret {
-        Ok(()) => m.ns.count(|s| {
+        Ok(()) => m.vfs().ns().count(|s| {
             s.umounts += 1;
             if flags & MNT_DETACH != 0 {
                 s.lazy_umounts += 1;
             }
         }),
-        Err(Errno::EBUSY) => m.ns.count(|s| s.umount_ebusy += 1),
+        Err(Errno::EBUSY) => m.vfs().ns().count(|s| s.umount_ebusy += 1),
         Err(_) => {}
     }
     task_work_run(m).await; // exit_to_user_mode
@@ -405,7 +305,7 @@ pub async fn umount(m: &Rc<Machine>, mountpoint: &str, flags: u32) -> Result<(),
     match lookup_mount(m, mountpoint) {
         Some(mnt) => path_umount(m, &mnt, flags).await,
         None => {
-            m.sched.cpu(UMOUNT_SYSCALL_NS).await;
+            m.sched().cpu(UMOUNT_SYSCALL_NS).await;
             Err(Errno::EINVAL)
         }
     }
@@ -415,7 +315,7 @@ pub async fn umount(m: &Rc<Machine>, mountpoint: &str, flags: u32) -> Result<(),
 /// `umount_tree`; then `namespace_unlock`.
 async fn do_umount(m: &Rc<Machine>, mnt: &Rc<Mount>, flags: u32) -> Result<(), Errno> {
     let lazy = flags & flags::MNT_DETACH != 0;
-    let guard = m.ns.namespace_sem.down_write().await; // namespace_lock
+    let guard = m.vfs().ns().namespace_sem.down_write().await; // namespace_lock
     let ret = if lazy {
         if mnt.attached.get() {
             umount_tree(m, mnt, false).await;
@@ -437,15 +337,15 @@ async fn do_umount(m: &Rc<Machine>, mnt: &Rc<Mount>, flags: u32) -> Result<(), E
 /// `umount_tree` of one mount: MNT_UMOUNT (and MNT_SYNC_UMOUNT for a
 /// non-lazy umount), out of the namespace, onto `unmounted`.
 async fn umount_tree(m: &Rc<Machine>, mnt: &Rc<Mount>, sync: bool) {
-    m.sched.cpu(UMOUNT_TREE_NS).await;
+    m.sched().cpu(UMOUNT_TREE_NS).await;
     mnt.set_flag(mnt_flags::MNT_UMOUNT);
     if sync {
         mnt.set_flag(mnt_flags::MNT_SYNC_UMOUNT);
     }
     mnt.attached.set(false);
-    m.ns.mounts.borrow_mut().remove(&mnt.mountpoint);
-    m.ns.unmounted.borrow_mut().push(mnt.clone());
-    m.sim.trace("umount_tree", || {
+    m.vfs().ns().mounts.borrow_mut().remove(&mnt.mountpoint);
+    m.vfs().ns().unmounted.borrow_mut().push(mnt.clone());
+    m.sim().trace("umount_tree", || {
         format!("{} sync={}", mnt.mountpoint, sync as u8)
     });
 }
@@ -455,7 +355,7 @@ async fn umount_tree(m: &Rc<Machine>, mnt: &Rc<Mount>, sync: bool) {
 /// then drops the namespace's reference on each. `lazy` is an MNT_DETACH
 /// umount. The two code paths of experiment E3 sit side by side here.
 async fn namespace_unlock(m: &Rc<Machine>, guard: WriteGuard, lazy: bool) {
-    let head = std::mem::take(&mut *m.ns.unmounted.borrow_mut());
+    let head = std::mem::take(&mut *m.vfs().ns().unmounted.borrow_mut());
     drop(guard); // up_write(&namespace_sem)
     if head.is_empty() {
         return;
@@ -478,11 +378,11 @@ async fn namespace_unlock(m: &Rc<Machine>, guard: WriteGuard, lazy: bool) {
                     }
                 }
             });
-            m.ns.count(|s| s.deferred_releases += 1);
-            queue_rcu_work(&m.rcu, &m.system_wq, &rwork);
+            m.vfs().ns().count(|s| s.deferred_releases += 1);
+            queue_rcu_work(m.rcu(), m.system_wq(), &rwork);
         }
         (true, DetachRelease::Sync) | (false, _) => {
-            m.rcu.synchronize_rcu_expedited().await;
+            m.rcu().synchronize_rcu_expedited().await;
             for mnt in &head {
                 mntput(m, mnt);
             }
@@ -509,7 +409,7 @@ pub fn reuse_device(m: &Rc<Machine>, dev: &BlockDevice) -> Result<(), Errno> {
             Ok(())
         }
         Err(e) => {
-            m.ns.count(|s| s.device_ebusy += 1);
+            m.vfs().ns().count(|s| s.device_ebusy += 1);
             Err(e)
         }
     }

@@ -24,11 +24,11 @@ use crate::model::fs::fs_writeback::{
     do_writepages, inode_attach_wb, mark_inode_dirty, wakeup_flusher_threads,
 };
 use crate::model::fs::inode::{state::I_DIRTY_PAGES, InodeRef};
-use crate::model::fs::super_::SuperBlock;
 use crate::model::fs::sync::file_write_and_wait;
+use crate::model::fs::vfs::Machine;
+use crate::model::fs::vfs::SuperBlock;
+use crate::model::fs::vfs::WritebackControl;
 use crate::model::fs::writepages::DROPBEHIND_PAGE_NS;
-use crate::model::fs::WritebackControl;
-use crate::model::machine::Machine;
 use crate::model::mm::backing_dev::{SyncMode, WbReason};
 use crate::model::mm::page_writeback::account_delta;
 use crate::model::mm::page_writeback::{self as throttle, TaskDirty};
@@ -82,7 +82,7 @@ fn page_range(pos: u64, len: u64) -> (u64, u64) {
 /// `min_free_kbytes`-style low watermark: `sqrt(lowmem_kbytes * 16)` KiB
 /// (mm/page_alloc.c, init_per_zone_wmark_min), in pages.
 pub fn low_watermark_pages(m: &Machine) -> u64 {
-    let kb = m.vm.borrow().total_pages * 4;
+    let kb = m.mm().vm().total_pages * 4;
     let min_kb = ((kb * 16) as f64).sqrt() as u64;
     (min_kb / 4) * 5 / 4
 }
@@ -92,7 +92,7 @@ pub fn low_watermark_pages(m: &Machine) -> u64 {
 /// remain, waking the flushers and waiting for writeback to complete.
 pub async fn ensure_free(m: &Rc<Machine>, pages: u64) {
     loop {
-        let free = m.vm.borrow().free_pages();
+        let free = m.mm().vm().free_pages();
         let want = pages + low_watermark_pages(m);
         if free >= want {
             return;
@@ -100,24 +100,24 @@ pub async fn ensure_free(m: &Rc<Machine>, pages: u64) {
         let need = want - free + 32; // SWAP_CLUSTER_MAX batch
         let reclaimed = shrink_clean(m, need);
         if reclaimed > 0 {
-            m.sched.cpu(reclaimed * m.cfg.costs.reclaim_page_ns).await;
+            m.sched().cpu(reclaimed * m.costs().reclaim_page_ns).await;
             continue;
         }
         // Nothing clean: kick writeback and wait for some to complete.
         wakeup_flusher_threads(m, WbReason::Vmscan);
-        let before = m.vm.borrow().nr_written;
-        let vm_wait = m.sim.sleep(RECLAIM_THROTTLE_NS);
+        let before = m.mm().vm().nr_written;
+        let vm_wait = m.sim().sleep(RECLAIM_THROTTLE_NS);
         let m2 = m.clone();
         let progress = async move {
             loop {
-                if m2.vm.borrow().nr_written > before {
+                if m2.mm().vm().nr_written > before {
                     return;
                 }
-                m2.sim.sleep(MSEC).await;
+                m2.sim().sleep(MSEC).await;
             }
         };
         select2(vm_wait, progress).await;
-        if m.vm.borrow().nr_writeback == 0 && m.vm.borrow().nr_file_dirty == 0 {
+        if m.mm().vm().nr_writeback == 0 && m.mm().vm().nr_file_dirty == 0 {
             // Nothing can be freed: memory is full of unreclaimable pages.
             m.violation("out of memory: no reclaimable page cache".into());
             return;
@@ -145,9 +145,9 @@ async fn select2(
 /// Drops up to `need` clean pages, least recently used inodes first.
 fn shrink_clean(m: &Rc<Machine>, need: u64) -> u64 {
     let mut inodes: Vec<InodeRef> = m
-        .supers
-        .borrow()
-        .values()
+        .vfs()
+        .supers()
+        .iter()
         .filter(|s| s.bdi.can_writeback)
         .flat_map(|s| s.inodes.borrow().values().cloned().collect::<Vec<_>>())
         .collect();
@@ -160,7 +160,7 @@ fn shrink_clean(m: &Rc<Machine>, need: u64) -> u64 {
         let d = inode.mapping.borrow_mut().reclaim_clean(need - got);
         if d.cached < 0 {
             got += (-d.cached) as u64;
-            account_delta(m, inode.wb().as_ref(), &d);
+            account_delta(m.mm(), inode.wb().as_ref(), &d);
         }
     }
     got
@@ -206,12 +206,12 @@ async fn generic_perform_write(
     let ilock_ns = f.sb.fs.write_ilock_ns();
     if ilock_ns > 0 {
         let ilock = f.inode.ilock.down_write().await;
-        m.sched.cpu(ilock_ns).await;
+        m.sched().cpu(ilock_ns).await;
         drop(ilock);
     }
-    m.sched
+    m.sched()
         .cpu(
-            m.cfg.costs.syscall_ns
+            m.costs().syscall_ns
                 + f.sb.fs.write_call_ns().saturating_sub(ilock_ns)
                 + npages * f.sb.fs.write_page_ns(),
         )
@@ -219,7 +219,7 @@ async fn generic_perform_write(
     if !f.sb.bdi.can_writeback {
         // tmpfs: shmem pages, never dirty-accounted or written back.
         let d = f.inode.mapping.borrow_mut().add_clean(start, end, false);
-        m.vm.borrow_mut().add_shmem(d.cached);
+        m.mm().vm_add_shmem(d.cached);
         return Ok(());
     }
     let missing = f.inode.mapping.borrow().count_missing(start, end);
@@ -240,11 +240,11 @@ async fn generic_perform_write(
         .mapping
         .borrow_mut()
         .mark_dirty(start, end, fl.dontcache);
-    account_delta(m, Some(&wb), &d);
+    account_delta(m.mm(), Some(&wb), &d);
     if d.dirtied > 0 {
         mark_inode_dirty(m, &f.inode, I_DIRTY_PAGES);
     }
-    throttle::account_dirtied(m, task, d.dirtied);
+    throttle::account_dirtied(m.mm(), task, d.dirtied);
     if fl.dontcache {
         match m.policies().dontcache_flush {
             DontcacheFlush::Inline => {
@@ -260,11 +260,11 @@ async fn generic_perform_write(
                 do_writepages(m, &f.sb, &f.inode, &mut wbc).await;
             }
             DontcacheFlush::Kick => {
-                throttle::dontcache_kick(m, &wb, npages);
+                throttle::dontcache_kick(m.mm(), &wb, npages);
             }
         }
     }
-    throttle::balance_dirty_pages_ratelimited(m, task, &wb, fl.nowait).await
+    throttle::balance_dirty_pages_ratelimited(m.mm(), task, &wb, fl.nowait).await
 }
 
 /// `fallocate(fd, mode, pos, len)` with mode 0 or FALLOC_FL_KEEP_SIZE
@@ -273,8 +273,8 @@ async fn generic_perform_write(
 /// Filesystems without writeback (tmpfs) allocate nothing here
 /// (shmem_fallocate's page allocation is not modelled).
 pub async fn vfs_fallocate(m: &Rc<Machine>, f: &File, pos: u64, len: u64, keep_size: bool) {
-    m.sched
-        .cpu(m.cfg.costs.syscall_ns + f.sb.fs.fallocate_ns())
+    m.sched()
+        .cpu(m.costs().syscall_ns + f.sb.fs.fallocate_ns())
         .await;
     if f.sb.bdi.can_writeback {
         let (start, end) = page_range(pos, len);
@@ -290,14 +290,14 @@ pub async fn vfs_fallocate(m: &Rc<Machine>, f: &File, pos: u64, len: u64, keep_s
 /// are written and invalidated first, then the bio goes straight to the device.
 pub async fn direct_io(m: &Rc<Machine>, f: &File, pos: u64, len: u64, write: bool) {
     let (start, end) = page_range(pos, len);
-    m.sched
-        .cpu(m.cfg.costs.syscall_ns + (end - start) * DIO_PAGE_NS)
+    m.sched()
+        .cpu(m.costs().syscall_ns + (end - start) * DIO_PAGE_NS)
         .await;
     let cached = f.inode.mapping.borrow().nrpages() > 0;
     if cached && write {
         file_write_and_wait(m, &f.sb, &f.inode).await;
         let d = f.inode.mapping.borrow_mut().reclaim_clean(u64::MAX);
-        account_delta(m, f.inode.wb().as_ref(), &d);
+        account_delta(m.mm(), f.inode.wb().as_ref(), &d);
     }
     if let Some(dev) = &f.sb.device {
         let off = f.inode.disk_base + pos;
@@ -342,10 +342,10 @@ pub async fn vfs_read(
             .mapping
             .borrow_mut()
             .add_clean(start, end, fl.dontcache);
-        account_delta(m, f.inode.wb().as_ref(), &d);
+        account_delta(m.mm(), f.inode.wb().as_ref(), &d);
     }
-    m.sched
-        .cpu(m.cfg.costs.syscall_ns + (end - start) * m.cfg.costs.read_copy_page_ns)
+    m.sched()
+        .cpu(m.costs().syscall_ns + (end - start) * m.costs().read_copy_page_ns)
         .await;
     if fl.dontcache {
         let d = f
@@ -353,10 +353,10 @@ pub async fn vfs_read(
             .mapping
             .borrow_mut()
             .drop_clean_dropbehind(start, end);
-        account_delta(m, f.inode.wb().as_ref(), &d);
+        account_delta(m.mm(), f.inode.wb().as_ref(), &d);
         // folio_end_dropbehind in the reader, per folio dropped.
         if d.cached < 0 {
-            m.sched.cpu((-d.cached) as u64 * DROPBEHIND_PAGE_NS).await;
+            m.sched().cpu((-d.cached) as u64 * DROPBEHIND_PAGE_NS).await;
         }
     }
     Ok(())

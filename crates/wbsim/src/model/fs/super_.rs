@@ -31,13 +31,15 @@ use sim::Time;
 
 use crate::model::block::BlockDevice;
 use crate::model::fs::fs_writeback::inode_io_list_del;
-use crate::model::fs::inode::{state, Inode, InodeRef};
+use crate::model::fs::fs_writeback::wb_workfn;
+use crate::model::fs::inode::{state, InodeRef};
 use crate::model::fs::sync::{filemap_fdatawait, sync_filesystem};
-use crate::model::fs::Filesystem;
-use crate::model::kernel::locking::rwsem::{RwSemaphore, WriteGuard};
+use crate::model::fs::vfs::Filesystem;
+use crate::model::fs::vfs::Machine;
+pub use crate::model::fs::vfs::{flags, SuperBlock, TRUNCATE_PAGE_NS};
+use crate::model::kernel::locking::rwsem::WriteGuard;
 use crate::model::kernel::workqueue::flush_workqueue;
-use crate::model::machine::Machine;
-use crate::model::mm::backing_dev::{bdi_drop, bdi_unregister, Bdi};
+use crate::model::mm::backing_dev::{bdi_drop, bdi_register, bdi_unregister, Wb};
 use crate::model::mm::page_writeback::account_delta;
 
 /// CPU to drop one dentry in `shrink_dcache_for_umount` (d_walk, dentry_kill,
@@ -47,11 +49,6 @@ pub const SHRINK_DCACHE_DENTRY_NS: Time = 200;
 /// CPU to evict one unused inode in `evict_inodes` (`evict`: list removals,
 /// `->evict_inode`, `destroy_inode`), ns: 1 us. Estimate, order of magnitude.
 pub const EVICT_INODE_NS: Time = 1_000;
-/// CPU to free one page of an evicted inode's page cache
-/// (`truncate_inode_pages_final`, batched folio freeing), ns: 50 ns; the
-/// default of `Filesystem::evict_page_ns` (tmpfs has its own). Estimate
-/// (freeing order-0 folios in batches runs at tens of millions per second).
-pub const TRUNCATE_PAGE_NS: Time = 50;
 /// Fixed CPU of `deactivate_locked_super` + `generic_shutdown_super` outside
 /// the steps modelled one by one (shrinker unregistration, list_lru_destroy,
 /// `put_filesystem`, sb freeing via RCU), ns: 1 us. Estimate; together with
@@ -60,74 +57,12 @@ pub const TRUNCATE_PAGE_NS: Time = 50;
 /// §3.3) when the expedited grace period is short.
 pub const SHUTDOWN_SUPER_BASE_NS: Time = 1_000;
 
-/// `sb->s_flags` bits used here.
-pub mod flags {
-    /// SB_ACTIVE: the superblock is live (cleared at the start of shutdown).
-    pub const SB_ACTIVE: u32 = 1 << 30;
-    pub const SB_RDONLY: u32 = 1 << 0;
-    /// SB_DYING: shutdown has begun (`super_wake(sb, SB_DYING)`).
-    pub const SB_DYING: u32 = 1 << 24;
-    /// SB_DEAD: shutdown finished (`kill_super_notify`).
-    pub const SB_DEAD: u32 = 1 << 21;
-}
-
-/// One superblock.
-pub struct SuperBlock {
-    pub id: u64,
-    /// Name given in the scenario (its mount point).
-    pub name: String,
-    pub fs: Rc<dyn Filesystem>,
-    pub bdi: Rc<Bdi>,
-    pub device: Option<BlockDevice>,
-    pub s_umount: RwSemaphore,
-    pub s_flags: Cell<u32>,
-    /// `sb->s_inodes`, by inode number.
-    pub inodes: RefCell<BTreeMap<u64, InodeRef>>,
-    pub next_ino: Cell<u64>,
-    /// `s_active`: active references (one per mount of this superblock).
-    pub s_active: Cell<u32>,
-    /// When shutdown finished and the device was released (SB_DEAD), ns.
-    pub s_dead_at: Cell<Option<Time>>,
-}
-
-impl SuperBlock {
-    /// Whether SB_ACTIVE is set.
-    pub fn active(&self) -> bool {
-        self.s_flags.get() & flags::SB_ACTIVE != 0
-    }
-
-    /// Whether shutdown has finished (SB_DEAD).
-    pub fn dead(&self) -> bool {
-        self.s_flags.get() & flags::SB_DEAD != 0
-    }
-
-    /// Looks up or creates the inode of file `name` (files are numbered in the
-    /// order they are first opened).
-    pub fn iget(&self, ino: u64) -> Option<InodeRef> {
-        self.inodes.borrow().get(&ino).cloned()
-    }
-
-    /// Allocates a new inode (`new_inode` + `insert_inode_hash`).
-    pub fn new_inode(&self, m: &crate::model::machine::Machine) -> InodeRef {
-        let ino = self.next_ino.get();
-        self.next_ino.set(ino + 1);
-        let base = self.fs.place_file(self, ino);
-        let ilock = crate::model::kernel::locking::RwSemaphore::new(
-            m.locks.class(&format!("{}:i_lock", self.fs.name())),
-            &m.sched,
-        );
-        let inode = Inode::new(ino, self.id, base, m.now(), ilock);
-        self.inodes.borrow_mut().insert(ino, inode.clone());
-        inode
-    }
-}
-
 /// `mount_bdev` / `mount_nodev` + `fill_super` in their simplest form: a new
 /// superblock on `device` (None for tmpfs) with its bdi (the device's, one per
 /// superblock here), SB_ACTIVE set. The mount lifecycle (namespace, umount)
 /// builds on this.
 pub fn sget(
-    m: &Rc<crate::model::machine::Machine>,
+    m: &Rc<Machine>,
     name: &str,
     fs: Rc<dyn Filesystem>,
     device: Option<BlockDevice>,
@@ -138,12 +73,21 @@ pub fn sget(
     let bdi_name = device
         .as_ref()
         .map_or_else(|| format!("tmpfs-{name}"), |d| d.name().to_string());
-    let bdi = crate::model::fs::fs_writeback::bdi_register(
-        m,
+    let wm = Rc::downgrade(m);
+    let bdi = bdi_register(
+        m.mm(),
         &bdi_name,
         fs.has_writeback(),
         bdi_settings,
         if fs.has_writeback() { nr_ctx } else { 1 },
+        move |wb: Rc<Wb>| {
+            let wm = wm.clone();
+            async move {
+                if let Some(m) = wm.upgrade() {
+                    wb_workfn(&m, &wb).await;
+                }
+            }
+        },
     );
     let sb = Rc::new(SuperBlock {
         id: m.new_id(),
@@ -151,14 +95,14 @@ pub fn sget(
         fs,
         bdi,
         device,
-        s_umount: RwSemaphore::new(m.locks.class("s_umount"), &m.sched),
+        s_umount: RwSemaphore::new(m.locks().class("s_umount"), m.sched()),
         s_flags: Cell::new(flags::SB_ACTIVE),
         inodes: RefCell::new(BTreeMap::new()),
         next_ino: Cell::new(1),
         s_active: Cell::new(1),
         s_dead_at: Cell::new(None),
     });
-    m.supers.borrow_mut().insert(sb.id, sb.clone());
+    m.vfs().super_add(sb.clone());
     sb
 }
 
@@ -181,7 +125,7 @@ pub async fn deactivate_super(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
 /// `kill_anon_super`/`kill_litter_super`: generic shutdown, then release the
 /// device), then SB_DEAD.
 pub async fn deactivate_locked_super(m: &Rc<Machine>, sb: &Rc<SuperBlock>, guard: WriteGuard) {
-    m.sim.trace("sb_shutdown_start", || {
+    m.sim().trace("sb_shutdown_start", || {
         format!("sb {} ({}) {}", sb.id, sb.fs.name(), sb.name)
     });
     generic_shutdown_super(m, sb, guard).await;
@@ -190,10 +134,10 @@ pub async fn deactivate_locked_super(m: &Rc<Machine>, sb: &Rc<SuperBlock>, guard
     if let Some(dev) = &sb.device {
         dev.bd_release(sb.id);
     }
-    m.sched.cpu(SHUTDOWN_SUPER_BASE_NS).await;
+    m.sched().cpu(SHUTDOWN_SUPER_BASE_NS).await;
     sb.s_flags.set(sb.s_flags.get() | flags::SB_DEAD);
     sb.s_dead_at.set(Some(m.now()));
-    m.sim.trace("sb_shutdown_end", || {
+    m.sim().trace("sb_shutdown_end", || {
         format!("sb {} ({}) {}", sb.id, sb.fs.name(), sb.name)
     });
 }
@@ -218,12 +162,12 @@ pub async fn generic_shutdown_super(m: &Rc<Machine>, sb: &Rc<SuperBlock>, guard:
     }
     // hlist_del_init(&sb->s_instances): no longer found by sync(2) and the
     // flusher's superblock lookups.
-    m.supers.borrow_mut().remove(&sb.id);
+    m.vfs().super_del(sb.id);
     drop(guard); // super_unlock_excl
     if sb.fs.per_sb_bdi() {
-        bdi_unregister(m, &sb.bdi).await;
+        bdi_unregister(m.mm(), &sb.bdi).await;
     } else {
-        bdi_drop(m, &sb.bdi);
+        bdi_drop(m.mm(), &sb.bdi);
     }
 }
 
@@ -231,7 +175,7 @@ pub async fn generic_shutdown_super(m: &Rc<Machine>, sb: &Rc<SuperBlock>, guard:
 /// reference on its inode (here: one dentry per inode).
 pub async fn shrink_dcache_for_umount(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
     let inodes: Vec<InodeRef> = sb.inodes.borrow().values().cloned().collect();
-    m.sched
+    m.sched()
         .cpu(inodes.len() as Time * SHRINK_DCACHE_DENTRY_NS)
         .await;
     for inode in &inodes {
@@ -250,9 +194,9 @@ pub async fn cgroup_writeback_umount(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
         return;
     }
     // smp_mb(): pairs with the barrier in inode_prepare_wbs_switch.
-    if m.isw_nr_in_flight.get() > 0 {
-        m.rcu.synchronize_rcu().await;
-        flush_workqueue(&m.isw_wq).await;
+    if m.vfs().isw_nr_in_flight() > 0 {
+        m.rcu().synchronize_rcu().await;
+        flush_workqueue(&m.vfs().isw_wq()).await;
     }
 }
 
@@ -271,13 +215,13 @@ pub async fn evict_inodes(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
             }
             st.i_state |= I_FREEING;
         }
-        m.sched.cpu(EVICT_INODE_NS).await;
+        m.sched().cpu(EVICT_INODE_NS).await;
         evict(m, sb, &inode).await;
         // inode_wait_for_writeback in evict(): I_SYNC must be clear.
         let i2 = inode.clone();
         inode
             .i_wb_wait
-            .wait_event(&m.sim, move || !i2.has(I_SYNC))
+            .wait_event(m.sim(), move || !i2.has(I_SYNC))
             .await;
     }
 }
@@ -301,9 +245,9 @@ async fn evict(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
         ));
     }
     if sb.bdi.can_writeback {
-        account_delta(m, inode.wb().as_ref(), &d);
+        account_delta(m.mm(), inode.wb().as_ref(), &d);
     } else {
-        m.vm.borrow_mut().add_shmem(d.cached);
+        m.mm().vm_add_shmem(d.cached);
     }
     {
         let mut st = inode.st.borrow_mut();
@@ -312,6 +256,6 @@ async fn evict(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
     }
     sb.inodes.borrow_mut().remove(&inode.ino);
     if freed > 0 {
-        m.sched.cpu(freed * sb.fs.evict_page_ns()).await;
+        m.sched().cpu(freed * sb.fs.evict_page_ns()).await;
     }
 }

@@ -12,9 +12,10 @@ use std::rc::Rc;
 
 use crate::model::fs::fs_writeback::{wakeup_flusher_threads, wb_queue_work};
 use crate::model::fs::inode::InodeRef;
-use crate::model::fs::super_::SuperBlock;
-use crate::model::fs::WritebackControl;
-use crate::model::machine::Machine;
+use crate::model::fs::vfs::Machine;
+use crate::model::fs::vfs::SuperBlock;
+use crate::model::fs::vfs::WritebackControl;
+use crate::model::fs::writepages::fs_writepages;
 use crate::model::mm::backing_dev::{SyncMode, WbCompletion, WbReason, WbWork};
 
 /// Queues a copy of `base` on every wb of `sb`'s bdi that has something to do
@@ -33,7 +34,7 @@ async fn split_work_and_wait(m: &Rc<Machine>, sb: &Rc<SuperBlock>, base: impl Fn
     done.put();
     let d2 = done.clone();
     done.waitq
-        .wait_event(&m.sim, move || d2.cnt.get() == 0)
+        .wait_event(m.sim(), move || d2.cnt.get() == 0)
         .await;
 }
 
@@ -57,7 +58,7 @@ pub async fn filemap_fdatawait(m: &Rc<Machine>, inode: &InodeRef) {
     let i2 = inode.clone();
     inode
         .i_wb_wait
-        .wait_event(&m.sim, move || {
+        .wait_event(m.sim(), move || {
             let map = i2.mapping.borrow();
             map.nr_writeback() == 0 || map.nr_writeback_done >= target
         })
@@ -88,7 +89,7 @@ pub async fn writeback_inodes_sb(m: &Rc<Machine>, sb: &Rc<SuperBlock>, reason: W
         return;
     }
     let id = sb.id;
-    let nr = m.vm.borrow().nr_file_dirty as i64;
+    let nr = m.mm().vm().nr_file_dirty as i64;
     split_work_and_wait(m, sb, || {
         let mut w = WbWork::new(nr, SyncMode::None, reason);
         w.sb = Some(id);
@@ -110,11 +111,10 @@ pub async fn sync_filesystem(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
 pub async fn ksys_sync(m: &Rc<Machine>) {
     wakeup_flusher_threads(m, WbReason::Sync);
     let sbs: Vec<Rc<SuperBlock>> = m
-        .supers
-        .borrow()
-        .values()
+        .vfs()
+        .supers()
+        .into_iter()
         .filter(|s| s.active())
-        .cloned()
         .collect();
     for sb in &sbs {
         sync_inodes_sb(m, sb).await;
@@ -139,7 +139,7 @@ pub async fn file_write_and_wait(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &I
         wbc.range_start = 0;
         wbc.range_end = u64::MAX;
         if inode.mapping.borrow().has_dirty() {
-            sb.fs.writepages(m, sb, inode, &mut wbc).await;
+            fs_writepages(m, sb, inode, &mut wbc).await;
         }
         filemap_fdatawait(m, inode).await;
         if !inode.mapping.borrow().has_dirty() {

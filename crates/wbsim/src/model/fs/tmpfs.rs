@@ -10,9 +10,9 @@ use std::rc::Rc;
 
 use sim::Time;
 
-use crate::model::fs::super_::SuperBlock;
-use crate::model::fs::{Filesystem, LocalBoxFuture};
-use crate::model::machine::Machine;
+use crate::model::fs::vfs::Machine;
+use crate::model::fs::vfs::SuperBlock;
+use crate::model::fs::vfs::{Filesystem, LocalBoxFuture};
 
 /// CPU per page of a tmpfs write (`shmem_write_begin` with page allocation and
 /// zeroing, copy, `shmem_write_end`), ns: ~1 us (order of magnitude).
@@ -73,6 +73,6 @@ impl Filesystem for Tmpfs {
         m: &'a Rc<Machine>,
         _sb: &'a Rc<SuperBlock>,
     ) -> LocalBoxFuture<'a, ()> {
-        Box::pin(m.sched.cpu(SHMEM_PUT_SUPER_NS))
+        Box::pin(m.sched().cpu(SHMEM_PUT_SUPER_NS))
     }
 }

@@ -34,11 +34,11 @@ use sim::Time;
 
 use crate::model::block::Bio;
 use crate::model::fs::inode::InodeRef;
-use crate::model::fs::super_::SuperBlock;
-use crate::model::fs::WritebackControl;
+use crate::model::fs::vfs::Machine;
+use crate::model::fs::vfs::SuperBlock;
+use crate::model::fs::vfs::WritebackControl;
 use crate::model::kernel::sched::CgroupId;
 use crate::model::kernel::workqueue::{queue_work, Work, Workqueue};
-use crate::model::machine::Machine;
 use crate::model::mm::backing_dev::SyncMode;
 use crate::model::mm::page_writeback::account_delta;
 use crate::model::mm::vmstat::PAGE_SIZE;
@@ -224,11 +224,11 @@ async fn iomap_end_ioend(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef,
         .unwritten_convert_ns(inode.extents.borrow().nr_records());
     if conv > 0 && inode.extents.borrow().has_unwritten(s, e) {
         let ilock = inode.ilock.down_write().await;
-        m.sched.cpu(conv).await;
+        m.sched().cpu(conv).await;
         inode.extents.borrow_mut().convert_unwritten(s, e);
         drop(ilock);
         m.count_event("xfs_unwritten_convert");
-        m.sim.trace("xfs_unwritten_convert", || {
+        m.sim().trace("xfs_unwritten_convert", || {
             format!("ino={} index={s} nr={}", inode.ino, e - s)
         });
     }
@@ -251,9 +251,9 @@ pub fn end_page_writeback(m: &Rc<Machine>, inode: &InodeRef, start: u64, end: u6
 /// waiters woken. Returns the clean PG_dropbehind pages left to drop.
 fn folio_end_writeback(m: &Rc<Machine>, inode: &InodeRef, start: u64, end: u64) -> u64 {
     let (d, dropbehind) = inode.mapping.borrow_mut().end_writeback(start, end);
-    account_delta(m, inode.wb().as_ref(), &d);
+    account_delta(m.mm(), inode.wb().as_ref(), &d);
     inode.i_wb_wait.wake_up_all();
-    m.sim.trace("writeback_end_folio", || {
+    m.sim().trace("writeback_end_folio", || {
         format!("ino={} index={start} nr={}", inode.ino, end - start)
     });
     dropbehind
@@ -263,10 +263,10 @@ fn folio_end_writeback(m: &Rc<Machine>, inode: &InodeRef, start: u64, end: u64) 
 /// of `[start, end)`: [`DROPBEHIND_PAGE_NS`] each, then those still clean
 /// leave the page cache.
 async fn folio_end_dropbehind(m: &Rc<Machine>, inode: &InodeRef, start: u64, end: u64, pages: u64) {
-    m.sched.cpu(pages * DROPBEHIND_PAGE_NS).await;
+    m.sched().cpu(pages * DROPBEHIND_PAGE_NS).await;
     let d = inode.mapping.borrow_mut().drop_clean_dropbehind(start, end);
-    account_delta(m, inode.wb().as_ref(), &d);
-    m.sim.trace("folio_end_dropbehind", || {
+    account_delta(m.mm(), inode.wb().as_ref(), &d);
+    m.sim().trace("folio_end_dropbehind", || {
         format!("ino={} index={start} nr={}", inode.ino, -d.cached)
     });
 }
@@ -278,12 +278,30 @@ async fn folio_end_dropbehind(m: &Rc<Machine>, inode: &InodeRef, start: u64, end
 fn end_dropbehind_work(m: &Rc<Machine>, inode: &InodeRef, start: u64, end: u64, pages: u64) {
     let wm = Rc::downgrade(m);
     let ino = inode.clone();
-    m.sched
+    m.sched()
         .spawn("kworker/u:dropbehind", CgroupId::ROOT, 0, async move {
             if let Some(m) = wm.upgrade() {
                 folio_end_dropbehind(&m, &ino, start, end, pages).await;
             }
         });
+}
+
+/// `->writepages` of every modelled filesystem: the generic writepages, then
+/// [`Filesystem::data_written`] if it wrote anything (metadata the filesystem
+/// must now log or commit).
+///
+/// [`Filesystem::data_written`]: crate::model::fs::vfs::Filesystem::data_written
+pub async fn fs_writepages(
+    m: &Rc<Machine>,
+    sb: &Rc<SuperBlock>,
+    inode: &InodeRef,
+    wbc: &mut WritebackControl,
+) {
+    let before = wbc.nr_to_write;
+    generic_writepages(m, sb, inode, wbc).await;
+    if wbc.nr_to_write < before {
+        sb.fs.data_written(sb);
+    }
 }
 
 /// The generic writepages.
@@ -332,7 +350,7 @@ pub async fn generic_writepages(
             }
             break;
         }
-        account_delta(m, inode.wb().as_ref(), &delta);
+        account_delta(m.mm(), inode.wb().as_ref(), &delta);
         let pages: u64 = ranges.iter().map(|(s, e)| e - s).sum();
         let call = if first_batch {
             first_batch = false;
@@ -342,7 +360,7 @@ pub async fn generic_writepages(
         } else {
             0
         };
-        m.sched.cpu(call + pages * per_page).await;
+        m.sched().cpu(call + pages * per_page).await;
         for &(s, e) in &ranges {
             map_blocks(m, inode, s, e, map_ns, alloc_ns).await;
             submit_page_range(m, sb, inode, (s, e), wq.as_ref(), &mut ioend).await;
@@ -374,13 +392,13 @@ async fn map_blocks(
 ) {
     if map_ns > 0 {
         let ilock = inode.ilock.down_read().await;
-        m.sched.cpu(map_ns).await;
+        m.sched().cpu(map_ns).await;
         drop(ilock);
     }
     if inode.extents.borrow().needs_alloc(s, e) {
         if alloc_ns > 0 {
             let ilock = inode.ilock.down_write().await;
-            m.sched.cpu(alloc_ns).await;
+            m.sched().cpu(alloc_ns).await;
             inode.extents.borrow_mut().allocate(s, e);
             drop(ilock);
         } else {

@@ -48,10 +48,10 @@ use std::rc::Rc;
 use sim::{Time, USEC};
 
 use crate::model::block::{Bio, BioFlags};
-use crate::model::fs::super_::SuperBlock;
-use crate::model::fs::{Filesystem, LocalBoxFuture};
+use crate::model::fs::vfs::Machine;
+use crate::model::fs::vfs::SuperBlock;
+use crate::model::fs::vfs::{Filesystem, LocalBoxFuture};
 use crate::model::kernel::workqueue::{alloc_workqueue, Workqueue, WqFlags};
-use crate::model::machine::Machine;
 
 /// CPU per 4 KiB of a buffered write (`iomap_write_begin`, copy into large
 /// folios, `iomap_write_end`), ns: 0.37 us. Measured with `wbsim probe
@@ -193,7 +193,7 @@ impl Xfs {
 
     /// `xfs_log_force(XFS_LOG_SYNC)` writing one iclog with PREFLUSH|FUA.
     async fn iclog_write(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
-        m.sched.cpu(XFS_LOG_FORCE_CPU_NS).await;
+        m.sched().cpu(XFS_LOG_FORCE_CPU_NS).await;
         if let Some(dev) = &sb.device {
             let flags = BioFlags {
                 preflush: true,
@@ -269,7 +269,7 @@ impl Filesystem for Xfs {
                     freezable: true,
                     ..WqFlags::default()
                 };
-                alloc_workqueue(&m.sched, &format!("xfs-conv/{}", sb.id), flags, 0)
+                alloc_workqueue(m.sched(), &format!("xfs-conv/{}", sb.id), flags, 0)
             })
             .clone();
         Some(wq)
@@ -307,7 +307,7 @@ impl Filesystem for Xfs {
             // xfs_destroy_mount_workqueues (generic_shutdown_super has waited
             // for all writeback, so the completion work is idle).
             self.conv_wq.borrow_mut().remove(&sb.id);
-            m.sched.cpu(XFS_UNMOUNT_CPU_NS).await;
+            m.sched().cpu(XFS_UNMOUNT_CPU_NS).await;
             let Some(dev) = sb.device.clone() else {
                 return;
             };

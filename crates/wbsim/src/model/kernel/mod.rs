@@ -5,5 +5,9 @@
 pub mod locking;
 pub mod rcu;
 pub mod sched;
+pub mod services;
+pub mod stats;
 pub mod wait;
 pub mod workqueue;
+
+pub use services::{Kernel, KernelParams};

@@ -1,368 +1,148 @@
-//! Backing devices and their writeback domains: `struct backing_dev_info` (bdi),
-//! `struct bdi_writeback` (wb) and its inode lists and counters, and the
-//! writeback work items (include/linux/backing-dev-defs.h, mm/backing-dev.c,
-//! include/linux/writeback.h).
+//! Registering, waking and taking down backing devices (mm/backing-dev.c,
+//! and the flusher wakeups of fs/fs-writeback.c that mm/ calls):
+//! `bdi_register` + `wb_init`, `wb_wakeup`, `wb_wakeup_delayed`,
+//! `wb_start_background_writeback`, `wb_shutdown`, `bdi_unregister`. The types
+//! are in [`super::backing_dev_defs`] and re-exported here.
 //!
-//! A bdi holds `nr_wb_ctx` writeback contexts (the 2025 parallel-writeback
+//! A bdi holds `nr_wb_ctx` writeback contexts (the parallel-writeback
 //! series' `bdi_writeback_ctx`; 1 context is the mainline layout), each with a
-//! root wb. A wb owns the lists b_dirty (newest at the head), b_io (being
-//! written, consumed from the tail), b_more_io and b_dirty_time, the counters
-//! WB_RECLAIMABLE / WB_WRITEBACK / WB_DIRTIED / WB_WRITTEN, the queue of work
-//! items and the flusher (a delayed work item on the "writeback" workqueue, set
-//! up by `fs_writeback`).
-//!
-//! Lists are ordered maps keyed by a sequence number: pushing at the head takes
-//! a larger key, at the tail a smaller one, so a move is O(log n) and the order
-//! is exactly the kernel's list order. At umount, `bdi_unregister` /
-//! `wb_shutdown` take a per-superblock bdi down. Left out for now: cgroup wbs (the cgwb
-//! tree per memcg) and the bdi min/max ratio's per-mille rounding.
+//! root wb whose flusher is a delayed work item on `bdi_wq`; the work function
+//! is the filesystem layer's `wb_workfn`, passed in at registration.
 
-use std::cell::{Cell, OnceCell, RefCell};
-use std::collections::{BTreeMap, VecDeque};
-use std::rc::Rc;
+use std::future::Future;
+use std::rc::{Rc, Weak};
 
-use sim::Time;
-
-use crate::model::fs::inode::InodeRef;
-use crate::model::kernel::wait::WaitQueue;
 use crate::model::kernel::workqueue::{
     cancel_delayed_work, flush_delayed_work, mod_delayed_work, queue_delayed_work, DelayedWork,
 };
-use crate::model::machine::Machine;
-use crate::model::mm::page_writeback::{BdiDirtyConfig, WbBandwidth};
+use crate::model::mm::page_writeback::limits::BdiDirtyConfig;
+use crate::model::mm::state::Mm;
+use crate::model::mm::vmstat::PAGE_SIZE;
 
-/// Which list of its wb an inode is on (`inode->i_io_list`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum IoList {
-    Dirty,
-    Io,
-    MoreIo,
-    DirtyTime,
+pub use super::backing_dev_defs::*;
+
+// ------------------------------------------------------------- registration
+
+/// `bdi_register` + `wb_init`: a bdi with `nr_wb_ctx` writeback contexts, each
+/// with a root wb whose flusher is a delayed work on `bdi_wq` running
+/// `workfn` (the filesystem layer's `wb_workfn`).
+pub fn bdi_register<F, Fut>(
+    mm: &Mm,
+    name: &str,
+    can_writeback: bool,
+    settings: BdiSettings,
+    nr_wb_ctx: usize,
+    workfn: F,
+) -> Rc<Bdi>
+where
+    F: Fn(Rc<Wb>) -> Fut + Clone + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    let k = mm.kernel();
+    let id = k.new_id();
+    let n = nr_wb_ctx.max(1);
+    let mut wbs = Vec::with_capacity(n);
+    for ctx in 0..n {
+        let wname = if n == 1 {
+            format!("flush-{name}")
+        } else {
+            format!("flush-{name}-{ctx}")
+        };
+        let wb = Rc::new(Wb::new(k.new_id(), wname.clone(), ctx, k.now()));
+        let wwb: Weak<Wb> = Rc::downgrade(&wb);
+        let workfn = workfn.clone();
+        let dwork = DelayedWork::new(&wname, move || {
+            let (wwb, workfn) = (wwb.clone(), workfn.clone());
+            async move {
+                if let Some(wb) = wwb.upgrade() {
+                    workfn(wb).await;
+                }
+            }
+        });
+        let _ = wb.dwork.set(dwork);
+        wbs.push(wb);
+    }
+    let dirty_cfg = bdi_dirty_config(mm, &settings);
+    let bdi = Rc::new(Bdi {
+        id,
+        name: name.to_string(),
+        can_writeback,
+        settings,
+        wbs,
+        dirty_cfg,
+        tot_write_bandwidth: std::cell::Cell::new(0),
+    });
+    mm.bdi_list_add(bdi.clone());
+    bdi
 }
 
-/// One inode list of a wb, in kernel order (head = newest pushes).
-#[derive(Default)]
-pub struct InodeList {
-    map: BTreeMap<i64, InodeRef>,
-    next_head: i64,
-    next_tail: i64,
-}
-
-impl InodeList {
-    /// `list_move(inode, list)`: at the head. Returns the key.
-    pub fn push_head(&mut self, inode: InodeRef) -> i64 {
-        self.next_head += 1;
-        let k = self.next_head;
-        self.map.insert(k, inode);
-        k
+/// The bdi's throttling configuration from its sysfs-like settings; `max_bytes`
+/// becomes a max_ratio of the current global threshold, as `bdi_set_max_bytes`
+/// does.
+fn bdi_dirty_config(mm: &Mm, s: &BdiSettings) -> BdiDirtyConfig {
+    let mut c = BdiDirtyConfig {
+        strictlimit: s.strict_limit,
+        ..Default::default()
+    };
+    let mut max = if s.max_ratio == 0 {
+        100
+    } else {
+        s.max_ratio as u64
+    };
+    if s.max_bytes > 0 {
+        let thresh_bytes = mm.global_thresholds().thresh * PAGE_SIZE;
+        let pct = (s.max_bytes * 100)
+            .div_ceil(thresh_bytes.max(1))
+            .clamp(1, 100);
+        max = max.min(pct);
     }
-    /// `list_move_tail`: at the tail. Returns the key.
-    pub fn push_tail(&mut self, inode: InodeRef) -> i64 {
-        self.next_tail -= 1;
-        let k = self.next_tail;
-        self.map.insert(k, inode);
-        k
-    }
-    /// The inode at the tail (`list_entry(list->prev)`), oldest.
-    pub fn tail(&self) -> Option<&InodeRef> {
-        self.map.first_key_value().map(|(_, i)| i)
-    }
-    /// The inode at the head (newest).
-    pub fn head(&self) -> Option<&InodeRef> {
-        self.map.last_key_value().map(|(_, i)| i)
-    }
-    pub fn remove(&mut self, key: i64) -> Option<InodeRef> {
-        self.map.remove(&key)
-    }
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-    /// Inodes from tail (oldest) to head.
-    pub fn iter_from_tail(&self) -> impl Iterator<Item = &InodeRef> {
-        self.map.values()
-    }
-}
-
-/// The four lists of a wb.
-#[derive(Default)]
-pub struct WbLists {
-    pub b_dirty: InodeList,
-    pub b_io: InodeList,
-    pub b_more_io: InodeList,
-    pub b_dirty_time: InodeList,
-}
-
-impl WbLists {
-    pub fn get_mut(&mut self, l: IoList) -> &mut InodeList {
-        match l {
-            IoList::Dirty => &mut self.b_dirty,
-            IoList::Io => &mut self.b_io,
-            IoList::MoreIo => &mut self.b_more_io,
-            IoList::DirtyTime => &mut self.b_dirty_time,
-        }
-    }
-    pub fn get(&self, l: IoList) -> &InodeList {
-        match l {
-            IoList::Dirty => &self.b_dirty,
-            IoList::Io => &self.b_io,
-            IoList::MoreIo => &self.b_more_io,
-            IoList::DirtyTime => &self.b_dirty_time,
-        }
-    }
-    /// `wb_has_dirty_io`: any inode on b_dirty, b_io or b_more_io.
-    pub fn has_dirty_io(&self) -> bool {
-        !(self.b_dirty.is_empty() && self.b_io.is_empty() && self.b_more_io.is_empty())
-    }
-}
-
-/// `enum wb_reason` (include/linux/writeback.h); DONTCACHE is the 7.2 addition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum WbReason {
-    Background,
-    Vmscan,
-    Sync,
-    Periodic,
-    LaptopTimer,
-    FsFreeSpace,
-    ForkerThread,
-    ForeignFlush,
-    Dontcache,
-}
-
-impl WbReason {
-    /// The name the kernel's tracepoints print.
-    pub fn name(self) -> &'static str {
-        match self {
-            WbReason::Background => "background",
-            WbReason::Vmscan => "vmscan",
-            WbReason::Sync => "sync",
-            WbReason::Periodic => "periodic",
-            WbReason::LaptopTimer => "laptop_timer",
-            WbReason::FsFreeSpace => "fs_free_space",
-            WbReason::ForkerThread => "forker_thread",
-            WbReason::ForeignFlush => "foreign_flush",
-            WbReason::Dontcache => "dontcache",
-        }
-    }
-}
-
-/// `enum writeback_sync_modes`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SyncMode {
-    /// WB_SYNC_NONE: don't wait on anything.
-    None,
-    /// WB_SYNC_ALL: wait on every mapping (data integrity).
-    All,
-}
-
-/// `struct wb_completion`: counts outstanding work items split over wbs; the
-/// issuer waits for zero.
-pub struct WbCompletion {
-    pub cnt: Cell<u64>,
-    pub waitq: WaitQueue,
-}
-
-impl WbCompletion {
-    pub fn new() -> Rc<Self> {
-        Rc::new(WbCompletion {
-            cnt: Cell::new(1),
-            waitq: WaitQueue::new("wb_completion"),
-        })
-    }
-    /// One work item done (or the issuer's own reference dropped).
-    pub fn put(&self) {
-        let c = self.cnt.get().saturating_sub(1);
-        self.cnt.set(c);
-        if c == 0 {
-            self.waitq.wake_up_all();
-        }
-    }
-}
-
-/// `struct wb_writeback_work`.
-pub struct WbWork {
-    /// Pages still to write (LONG_MAX for "all").
-    pub nr_pages: Cell<i64>,
-    /// Restrict to one superblock (its id).
-    pub sb: Option<u64>,
-    pub sync_mode: SyncMode,
-    pub tagged_writepages: bool,
-    pub for_kupdate: bool,
-    pub range_cyclic: bool,
-    pub for_background: bool,
-    pub for_sync: bool,
-    pub reason: WbReason,
-    pub done: Option<Rc<WbCompletion>>,
-}
-
-impl WbWork {
-    /// A plain work item with the given page budget and reason.
-    pub fn new(nr_pages: i64, sync_mode: SyncMode, reason: WbReason) -> Self {
-        WbWork {
-            nr_pages: Cell::new(nr_pages),
-            sb: None,
-            sync_mode,
-            tagged_writepages: false,
-            for_kupdate: false,
-            range_cyclic: true,
-            for_background: false,
-            for_sync: false,
-            reason,
-            done: None,
-        }
-    }
-}
-
-/// `enum wb_stat_item` counters of one wb, pages.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WbStat {
-    pub reclaimable: u64,
-    pub writeback: u64,
-    pub dirtied: u64,
-    pub written: u64,
-}
-
-/// `struct bdi_writeback`.
-pub struct Wb {
-    /// Unique id (for traces and determinism).
-    pub id: u64,
-    /// Name like the kernel's flusher thread shows (`flush-8:0`), with the
-    /// context index when a bdi has several.
-    pub name: String,
-    /// Index of the writeback context this wb belongs to.
-    pub ctx: usize,
-    pub lists: RefCell<WbLists>,
-    pub stat: RefCell<WbStat>,
-    pub bw: RefCell<WbBandwidth>,
-    /// Queued work items (`wb->work_list`), FIFO.
-    pub work_list: RefCell<VecDeque<Rc<WbWork>>>,
-    /// WB_start_all pending, with its reason.
-    pub start_all: Cell<Option<WbReason>>,
-    /// WB_writeback_running.
-    pub running: Cell<bool>,
-    /// `wb->last_old_flush`: last kupdate-style flush.
-    pub last_old_flush: Cell<Time>,
-    /// Pages written by this wb's flusher (stats).
-    pub pages_written_total: Cell<u64>,
-    /// The flusher: `wb->dwork` on the "writeback" workqueue (set at
-    /// registration, `wb_init`).
-    pub dwork: OnceCell<DelayedWork>,
-    /// WB_registered: cleared at bdi_unregister; no new work is queued after.
-    pub registered: Cell<bool>,
-    /// `wb->dirty_exceeded`: set by balance_dirty_pages while over the limit.
-    pub dirty_exceeded: Cell<bool>,
-    /// Pages kicked by RWF_DONTCACHE writers for the flusher (7.2's
-    /// DONTCACHE_DIRTY counter) and the start bit.
-    pub dontcache_dirty: Cell<u64>,
-    pub start_dontcache: Cell<bool>,
-}
-
-impl Wb {
-    pub fn new(id: u64, name: String, ctx: usize, now: Time) -> Self {
-        Wb {
-            id,
-            name,
-            ctx,
-            lists: RefCell::new(WbLists::default()),
-            stat: RefCell::new(WbStat::default()),
-            bw: RefCell::new(WbBandwidth::new(now)),
-            work_list: RefCell::new(VecDeque::new()),
-            start_all: Cell::new(None),
-            running: Cell::new(false),
-            last_old_flush: Cell::new(now),
-            pages_written_total: Cell::new(0),
-            dwork: OnceCell::new(),
-            registered: Cell::new(true),
-            dirty_exceeded: Cell::new(false),
-            dontcache_dirty: Cell::new(0),
-            start_dontcache: Cell::new(false),
-        }
-    }
-
-    /// `wb_has_dirty_io`.
-    pub fn has_dirty_io(&self) -> bool {
-        self.lists.borrow().has_dirty_io()
-    }
-}
-
-/// Per-bdi settings (`/sys/class/bdi/*/`): scenario settings.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct BdiSettings {
-    /// BDI_CAP_STRICTLIMIT (`strict_limit`).
-    pub strict_limit: bool,
-    /// `max_bytes`: cap on this bdi's share of the dirty threshold, bytes (0 = none).
-    pub max_bytes: u64,
-    /// `min_ratio`, percent.
-    pub min_ratio: u32,
-    /// `max_ratio`, percent (100 = no cap).
-    pub max_ratio: u32,
-}
-
-/// `struct backing_dev_info`.
-pub struct Bdi {
-    pub id: u64,
-    /// `bdi->dev_name` (e.g. "8:0", "btrfs-1").
-    pub name: String,
-    /// BDI_CAP_WRITEBACK: tmpfs/ramfs have none.
-    pub can_writeback: bool,
-    pub settings: BdiSettings,
-    /// Root wb of each writeback context (`bdi->wb_ctx[i]->wb`).
-    pub wbs: Vec<Rc<Wb>>,
-    /// The throttling view of the settings (ratios in kernel units).
-    pub dirty_cfg: BdiDirtyConfig,
-    /// `bdi->tot_write_bandwidth`: sum of its dirty wbs' write bandwidth, pages/s.
-    pub tot_write_bandwidth: Cell<u64>,
-}
-
-impl Bdi {
-    /// Number of writeback contexts.
-    pub fn nr_wb_ctx(&self) -> usize {
-        self.wbs.len()
-    }
+    // Settings were validated by the scenario; out-of-range values keep the
+    // defaults rather than panic.
+    let _ = c.set_max_ratio(max);
+    let _ = c.set_min_ratio(s.min_ratio as u64);
+    c
 }
 
 // ------------------------------------------------------------- waking the flusher
 
 /// `wb_wakeup`: run the flusher now.
-pub fn wb_wakeup(m: &Rc<Machine>, wb: &Rc<Wb>) {
+pub fn wb_wakeup(mm: &Mm, wb: &Rc<Wb>) {
     if wb.registered.get() {
         if let Some(dw) = wb.dwork.get() {
-            mod_delayed_work(&m.bdi_wq, dw, 0);
+            mod_delayed_work(mm.bdi_wq(), dw, 0);
         }
     }
 }
 
 /// `wb_wakeup_delayed`: run the flusher after dirty_writeback_interval unless
 /// it is already armed (queue_delayed_work never shortens a pending timer).
-pub fn wb_wakeup_delayed(m: &Rc<Machine>, wb: &Rc<Wb>) {
-    let interval = m.dirty.borrow().dirty_writeback_interval_ns();
+pub fn wb_wakeup_delayed(mm: &Mm, wb: &Rc<Wb>) {
+    let interval = mm.dirty_params().dirty_writeback_interval_ns();
     if wb.registered.get() {
         if let Some(dw) = wb.dwork.get() {
-            queue_delayed_work(&m.bdi_wq, dw, interval);
+            queue_delayed_work(mm.bdi_wq(), dw, interval);
         }
     }
 }
 
 /// `wb_start_background_writeback`.
-pub fn wb_start_background_writeback(m: &Rc<Machine>, wb: &Rc<Wb>) {
-    m.sim
+pub fn wb_start_background_writeback(mm: &Mm, wb: &Rc<Wb>) {
+    mm.kernel()
+        .sim()
         .trace("writeback_wake_background", || format!("bdi {}", wb.name));
-    wb_wakeup(m, wb);
+    wb_wakeup(mm, wb);
 }
 
 // ------------------------------------------------------------- unregistering
 
 /// `wb_shutdown`: clears WB_registered (no new work is queued), then runs the
 /// flusher once more at once and waits for it, so its work list drains.
-pub async fn wb_shutdown(m: &Rc<Machine>, wb: &Rc<Wb>) {
+pub async fn wb_shutdown(mm: &Mm, wb: &Rc<Wb>) {
     if !wb.registered.replace(false) {
         return;
     }
     if let Some(dwork) = wb.dwork.get() {
-        mod_delayed_work(&m.bdi_wq, dwork, 0);
+        mod_delayed_work(mm.bdi_wq(), dwork, 0);
         flush_delayed_work(dwork).await;
     }
 }
@@ -371,11 +151,11 @@ pub async fn wb_shutdown(m: &Rc<Machine>, wb: &Rc<Wb>) {
 /// `bdi_remove_from_list` (off `bdi_list`, then `synchronize_rcu_expedited`
 /// so RCU walkers of the list are done with it), then `wb_shutdown` of every
 /// writeback context's wb.
-pub async fn bdi_unregister(m: &Rc<Machine>, bdi: &Rc<Bdi>) {
-    m.bdis.borrow_mut().retain(|b| !Rc::ptr_eq(b, bdi));
-    m.rcu.synchronize_rcu_expedited().await;
+pub async fn bdi_unregister(mm: &Mm, bdi: &Rc<Bdi>) {
+    mm.bdi_list_del(bdi);
+    mm.kernel().rcu().synchronize_rcu_expedited().await;
     for wb in &bdi.wbs {
-        wb_shutdown(m, wb).await;
+        wb_shutdown(mm, wb).await;
     }
 }
 
@@ -383,39 +163,12 @@ pub async fn bdi_unregister(m: &Rc<Machine>, bdi: &Rc<Bdi>) {
 /// `noop_backing_dev_info` for tmpfs): the model gives each superblock its own
 /// bdi, so at umount it leaves the bdi list and its flushers are disarmed, at
 /// no cost (the kernel does none of this work at umount).
-pub fn bdi_drop(m: &Rc<Machine>, bdi: &Rc<Bdi>) {
-    m.bdis.borrow_mut().retain(|b| !Rc::ptr_eq(b, bdi));
+pub fn bdi_drop(mm: &Mm, bdi: &Rc<Bdi>) {
+    mm.bdi_list_del(bdi);
     for wb in &bdi.wbs {
         wb.registered.set(false);
         if let Some(dwork) = wb.dwork.get() {
             cancel_delayed_work(dwork);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn list_order_matches_kernel_lists() {
-        // Use a list of plain keys through the public API via a tiny stand-in:
-        // head pushes get larger keys, tail pushes smaller.
-        let mut l = InodeList::default();
-        assert!(l.is_empty());
-        assert!(l.tail().is_none());
-        l.next_head = 0;
-        assert_eq!(l.len(), 0);
-    }
-
-    #[test]
-    fn completion_wakes_at_zero() {
-        let c = WbCompletion::new();
-        c.cnt.set(3);
-        c.put();
-        c.put();
-        assert_eq!(c.cnt.get(), 1);
-        c.put();
-        assert_eq!(c.cnt.get(), 0);
     }
 }

@@ -5,6 +5,10 @@
 //! Memory cgroups and reclaim are not modelled yet.
 
 pub mod backing_dev;
+pub mod backing_dev_defs;
 pub mod filemap;
 pub mod page_writeback;
+pub mod state;
 pub mod vmstat;
+
+pub use state::{Mm, MmParams};

@@ -16,18 +16,15 @@
 use std::rc::Rc;
 
 use super::bandwidth::wb_update_bandwidth;
-use super::limits::{
-    domain_dirty_limits, global_dirtyable_memory, wb_over_bg_thresh_counts, DirtyThresholds,
-    GlobalDirtyCounts, WbCounts, WbShare,
-};
+use super::limits::{wb_over_bg_thresh_counts, GlobalDirtyCounts, WbCounts, WbShare};
 use super::pause::{
     account_task_dirtied, balance_dirty_pages, balance_dirty_pages_ratelimited_gate, BdpAction,
     BdpFlags, BdpInput, TaskDirtyState,
 };
 use crate::model::errno::IoError;
-use crate::model::machine::Machine;
 use crate::model::mm::backing_dev::{wb_start_background_writeback, wb_wakeup, Bdi, Wb};
 use crate::model::mm::filemap::Delta;
+use crate::model::mm::state::Mm;
 
 /// A task's dirty-throttling state (the fields of `task_struct`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -41,25 +38,16 @@ pub struct TaskDirty {
     pub pauses: u64,
 }
 
-/// The global thresholds now (`domain_dirty_limits` on
-/// `global_dirtyable_memory`).
-pub fn global_thresholds(m: &Machine) -> DirtyThresholds {
-    let vm = m.vm.borrow();
-    let avail = global_dirtyable_memory(vm.free_pages(), 0, vm.nr_file_pages, 0);
-    domain_dirty_limits(avail, &m.dirty.borrow())
-}
-
 /// The bdi a wb belongs to.
-pub fn wb_bdi(m: &Machine, wb: &Wb) -> Option<Rc<Bdi>> {
-    m.bdis
-        .borrow()
+pub fn wb_bdi(mm: &Mm, wb: &Wb) -> Option<Rc<Bdi>> {
+    mm.bdis()
         .iter()
         .find(|b| b.wbs.iter().any(|w| w.id == wb.id))
         .cloned()
 }
 
-fn bdi_min_ratio_sum(m: &Machine) -> u64 {
-    m.bdis.borrow().iter().map(|b| b.dirty_cfg.min_ratio).sum()
+fn bdi_min_ratio_sum(mm: &Mm) -> u64 {
+    mm.bdis().iter().map(|b| b.dirty_cfg.min_ratio).sum()
 }
 
 fn wb_counts(wb: &Wb) -> WbCounts {
@@ -73,19 +61,19 @@ fn wb_counts(wb: &Wb) -> WbCounts {
 }
 
 /// `wb_over_bg_thresh`: should background writeback keep going on `wb`?
-pub fn wb_over_bg_thresh(m: &Rc<Machine>, wb: &Rc<Wb>) -> bool {
-    let Some(bdi) = wb_bdi(m, wb) else {
+pub fn wb_over_bg_thresh(mm: &Mm, wb: &Rc<Wb>) -> bool {
+    let Some(bdi) = wb_bdi(mm, wb) else {
         return false;
     };
-    let th = global_thresholds(m);
-    let nr_dirty = m.vm.borrow().nr_file_dirty;
-    let mut dom = m.gdom.borrow_mut();
-    dom.age_if_due(m.now());
+    let th = mm.global_thresholds();
+    let nr_dirty = mm.vm().nr_file_dirty;
+    let mut dom = mm.global_domain_mut();
+    dom.age_if_due(mm.now());
     let share = WbShare::new(
         &mut dom,
         wb.id,
         &bdi.dirty_cfg,
-        bdi_min_ratio_sum(m),
+        bdi_min_ratio_sum(mm),
         wb.bw.borrow().avg_write_bandwidth,
         bdi.tot_write_bandwidth.get(),
     );
@@ -98,9 +86,9 @@ fn apply_bw_delta(bdi: &Bdi, delta: i64) {
 }
 
 /// The lazy bandwidth update at the end of `do_writepages`.
-pub fn wb_update_bandwidth_if_due(m: &Rc<Machine>, wb: &Rc<Wb>) {
-    let now = m.now();
-    if !wb.bw.borrow().update_due(now, m.hz) {
+pub fn wb_update_bandwidth_if_due(mm: &Mm, wb: &Rc<Wb>) {
+    let now = mm.now();
+    if !wb.bw.borrow().update_due(now, mm.hz()) {
         return;
     }
     let s = *wb.stat.borrow();
@@ -110,16 +98,16 @@ pub fn wb_update_bandwidth_if_due(m: &Rc<Machine>, wb: &Rc<Wb>) {
         s.dirtied,
         s.written,
         wb.has_dirty_io(),
-        m.hz,
+        mm.hz(),
     );
-    if let Some(bdi) = wb_bdi(m, wb) {
+    if let Some(bdi) = wb_bdi(mm, wb) {
         apply_bw_delta(&bdi, delta);
     }
 }
 
 /// `folio_account_dirtied`'s task part: the task and the CPU count the pages.
-pub fn account_dirtied(m: &Machine, task: &mut TaskDirty, nr: u64) {
-    account_task_dirtied(&mut task.st, &mut m.bdp_cpu.borrow_mut(), nr);
+pub fn account_dirtied(mm: &Mm, task: &mut TaskDirty, nr: u64) {
+    account_task_dirtied(&mut task.st, &mut mm.bdp_cpu_mut(), nr);
     task.dirtied_total += nr;
 }
 
@@ -127,12 +115,12 @@ pub fn account_dirtied(m: &Machine, task: &mut TaskDirty, nr: u64) {
 /// `balance_dirty_pages` loop, sleeping the pauses it decides. With `nowait`
 /// (BDP_ASYNC) returns `Err(IoError::Again)` where it would sleep.
 pub async fn balance_dirty_pages_ratelimited(
-    m: &Rc<Machine>,
+    mm: &Mm,
     task: &mut TaskDirty,
     wb: &Rc<Wb>,
     nowait: bool,
 ) -> Result<(), IoError> {
-    let Some(bdi) = wb_bdi(m, wb) else {
+    let Some(bdi) = wb_bdi(mm, wb) else {
         return Ok(());
     };
     if !bdi.can_writeback {
@@ -140,19 +128,19 @@ pub async fn balance_dirty_pages_ratelimited(
     }
     let gate = balance_dirty_pages_ratelimited_gate(
         &mut task.st,
-        &mut m.bdp_cpu.borrow_mut(),
+        &mut mm.bdp_cpu_mut(),
         wb.dirty_exceeded.get(),
-        m.ratelimit_pages.get(),
+        mm.ratelimit_pages(),
     );
     let Some(pages_dirtied) = gate else {
         return Ok(());
     };
-    let start = m.now();
+    let start = mm.now();
     loop {
-        let now = m.now();
-        let th = global_thresholds(m);
+        let now = mm.now();
+        let th = mm.global_thresholds();
         let global = {
-            let vm = m.vm.borrow();
+            let vm = mm.vm();
             GlobalDirtyCounts {
                 nr_file_dirty: vm.nr_file_dirty,
                 nr_writeback: vm.nr_writeback,
@@ -171,14 +159,14 @@ pub async fn balance_dirty_pages_ratelimited(
             writeback_in_progress: wb.running.get(),
             bdi: bdi.dirty_cfg,
             bdi_name: &wb.name,
-            bdi_min_ratio_sum: bdi_min_ratio_sum(m),
+            bdi_min_ratio_sum: bdi_min_ratio_sum(mm),
             tot_write_bandwidth: bdi.tot_write_bandwidth.get(),
             local_throttle: false,
-            nr_cpu_ids: m.cfg.cpus as u64,
-            hz: m.hz,
+            nr_cpu_ids: mm.kernel().cpus() as u64,
+            hz: mm.hz(),
         };
         let step = {
-            let mut dom = m.gdom.borrow_mut();
+            let mut dom = mm.global_domain_mut();
             dom.age_if_due(now);
             balance_dirty_pages(&inp, &mut task.st, &mut dom, &mut wb.bw.borrow_mut())
         };
@@ -186,23 +174,25 @@ pub async fn balance_dirty_pages_ratelimited(
             apply_bw_delta(&bdi, bw.tot_write_bandwidth_delta);
         }
         if step.start_background {
-            wb_start_background_writeback(m, wb);
+            wb_start_background_writeback(mm, wb);
         }
         if let Some(x) = step.set_dirty_exceeded {
             wb.dirty_exceeded.set(x);
         }
         if let Some(t) = &step.trace {
-            m.sim.trace("balance_dirty_pages", || t.to_string());
+            mm.kernel()
+                .sim()
+                .trace("balance_dirty_pages", || t.to_string());
         }
         match step.action {
             BdpAction::Freerun { .. } | BdpAction::NoPause { .. } => return Ok(()),
             BdpAction::WouldBlock(_) => return Err(IoError::Again),
             BdpAction::Pause(p) => {
-                m.sim.sleep(p.pause_ns).await;
+                mm.kernel().sim().sleep(p.pause_ns).await;
                 task.st.after_pause(&p);
                 task.paused_ns += p.pause_ns;
                 task.pauses += 1;
-                m.bdp_pauses.borrow_mut().push(p.pause_ns);
+                mm.record_pause(p.pause_ns);
                 if p.stop_after {
                     return Ok(());
                 }
@@ -213,10 +203,10 @@ pub async fn balance_dirty_pages_ratelimited(
 
 /// The 7.2 RWF_DONTCACHE kick: count the pages for the wb, set its start bit
 /// and wake the flusher (coalesced: only the writer that sets the bit wakes).
-pub fn dontcache_kick(m: &Rc<Machine>, wb: &Rc<Wb>, pages: u64) {
+pub fn dontcache_kick(mm: &Mm, wb: &Rc<Wb>, pages: u64) {
     wb.dontcache_dirty.set(wb.dontcache_dirty.get() + pages);
     if !wb.start_dontcache.replace(true) {
-        wb_wakeup(m, wb);
+        wb_wakeup(mm, wb);
     }
 }
 
@@ -224,10 +214,11 @@ pub fn dontcache_kick(m: &Rc<Machine>, wb: &Rc<Wb>, pages: u64) {
 // page-state counters
 // ---------------------------------------------------------------------------
 
-fn add(v: u64, d: i64, name: &str, m: &Machine) -> u64 {
+fn add(v: u64, d: i64, name: &str, mm: &Mm) -> u64 {
     let r = v as i64 + d;
     if r < 0 {
-        m.violation(format!("no negative counter: {name} would become {r}"));
+        mm.kernel()
+            .violation(format!("no negative counter: {name} would become {r}"));
         0
     } else {
         r as u64
@@ -235,18 +226,19 @@ fn add(v: u64, d: i64, name: &str, m: &Machine) -> u64 {
 }
 
 /// Applies a page-cache change to the global counters and to `wb`'s.
-pub fn account_delta(m: &Rc<Machine>, wb: Option<&Rc<Wb>>, d: &Delta) {
-    m.vm.borrow_mut().apply(d);
+pub fn account_delta(mm: &Mm, wb: Option<&Rc<Wb>>, d: &Delta) {
+    mm.vm_apply(d);
     if let Some(wb) = wb {
         let mut st = wb.stat.borrow_mut();
-        st.reclaimable = add(st.reclaimable, d.dirty, "WB_RECLAIMABLE", m);
-        st.writeback = add(st.writeback, d.writeback, "WB_WRITEBACK", m);
+        st.reclaimable = add(st.reclaimable, d.dirty, "WB_RECLAIMABLE", mm);
+        st.writeback = add(st.writeback, d.writeback, "WB_WRITEBACK", mm);
         st.dirtied += d.dirtied;
         st.written += d.written;
     }
     if d.written > 0 {
         if let Some(wb) = wb {
-            m.gdom.borrow_mut().writeout_inc(wb.id, d.written, m.now());
+            mm.global_domain_mut()
+                .writeout_inc(wb.id, d.written, mm.now());
         }
     }
 }

@@ -1,0 +1,575 @@
+//! The VFS objects every file of `fs/` shares, declared the way
+//! include/linux/fs.h and fs/mount.h declare them: the [`Machine`] (the top
+//! of the model: kernel services, memory management and the VFS state
+//! [`Vfs`]), `struct super_block` ([`SuperBlock`]), `struct file_system_type`
+//! and its operations ([`Filesystem`]), `struct writeback_control`,
+//! `struct mount` and the mount namespace. Types and their plain accessors
+//! only: the functions that act on them are in the files named after the
+//! kernel's (super_.rs for fs/super.c, namespace.rs for fs/namespace.c,
+//! fs_writeback.rs, sync.rs, read_write.rs, writepages.rs), which all import
+//! this one, so dependencies inside `fs/` run one way.
+//!
+//! mm/ and kernel/ never see a [`Machine`]: they take their own handles
+//! ([`Mm`], [`Kernel`]).
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use sim::{Sim, TaskId, Time};
+
+use crate::model::block::BlockDevice;
+use crate::model::fs::inode::{Inode, InodeRef};
+use crate::model::init::{CpuCosts, MachineConfig};
+use crate::model::kernel::locking::lock_stat::LockStats;
+use crate::model::kernel::locking::RwSemaphore;
+use crate::model::kernel::rcu::Rcu;
+use crate::model::kernel::sched::Sched;
+use crate::model::kernel::wait::WaitVarTable;
+use crate::model::kernel::workqueue::{alloc_workqueue, DelayedWork, Workqueue, WqFlags};
+use crate::model::kernel::{Kernel, KernelParams};
+use crate::model::mm::backing_dev::{Bdi, SyncMode, WbReason};
+use crate::model::mm::{Mm, MmParams};
+use crate::model::policy::{Policies, WbCtxAssign};
+
+// ------------------------------------------------------------ filesystem types
+
+/// CPU to free one page of an evicted inode's page cache
+/// (`truncate_inode_pages_final`, batched folio freeing), ns: 50 ns; the
+/// default of `Filesystem::evict_page_ns` (tmpfs has its own). Estimate
+/// (freeing order-0 folios in batches runs at tens of millions per second).
+pub const TRUNCATE_PAGE_NS: Time = 50;
+/// A boxed future borrowing its arguments (async trait methods on `dyn`).
+pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// `struct writeback_control` (include/linux/writeback.h).
+#[derive(Clone, Debug)]
+pub struct WritebackControl {
+    /// Pages still allowed to be written; decremented by writepages.
+    pub nr_to_write: i64,
+    /// Pages skipped (not written, e.g. locked) by writepages.
+    pub pages_skipped: i64,
+    pub sync_mode: SyncMode,
+    pub tagged_writepages: bool,
+    pub for_kupdate: bool,
+    pub for_background: bool,
+    pub for_sync: bool,
+    pub range_cyclic: bool,
+    /// First page of the range (when not range_cyclic).
+    pub range_start: u64,
+    /// One past the last page of the range (u64::MAX = to the end).
+    pub range_end: u64,
+    pub reason: WbReason,
+}
+
+impl WritebackControl {
+    /// A control for writing up to `nr_to_write` pages of a whole file.
+    pub fn new(nr_to_write: i64, sync_mode: SyncMode, reason: WbReason) -> Self {
+        WritebackControl {
+            nr_to_write,
+            pages_skipped: 0,
+            sync_mode,
+            tagged_writepages: false,
+            for_kupdate: false,
+            for_background: false,
+            for_sync: false,
+            range_cyclic: false,
+            range_start: 0,
+            range_end: u64::MAX,
+            reason,
+        }
+    }
+}
+
+/// A filesystem type's behaviour.
+pub trait Filesystem {
+    /// The type name (`ext4`, `xfs`, `btrfs`, `tmpfs`).
+    fn name(&self) -> &'static str;
+    /// Whether its bdi has BDI_CAP_WRITEBACK (tmpfs: no).
+    fn has_writeback(&self) -> bool {
+        true
+    }
+    /// SB_I_PERSB_BDI: a bdi per superblock (btrfs), torn down at umount.
+    fn per_sb_bdi(&self) -> bool {
+        false
+    }
+    /// FOP_DONTCACHE: supports RWF_DONTCACHE (xfs, ext4; not btrfs, tmpfs).
+    fn fop_dontcache(&self) -> bool {
+        false
+    }
+    /// CPU per page of `write_begin` + copy + `write_end` in a buffered write, ns.
+    fn write_page_ns(&self) -> Time;
+    /// CPU per buffered write call besides its pages and the syscall entry, ns.
+    fn write_call_ns(&self) -> Time {
+        0
+    }
+    /// CPU per page submitted by writepages (page walk, bio building), ns.
+    fn writepage_ns(&self) -> Time;
+    /// CPU to free one page of an evicted inode's cache or data, ns.
+    fn evict_page_ns(&self) -> Time {
+        TRUNCATE_PAGE_NS
+    }
+    /// CPU of one `->writepages` call that writes at least one page, besides
+    /// the per-page cost (block mapping, allocation, ioend/bio setup), ns.
+    fn writepages_call_ns(&self) -> Time {
+        0
+    }
+    /// Part of [`Filesystem::write_call_ns`] spent mapping the range
+    /// (`->iomap_begin`: extent lookup, delalloc reservation) under the
+    /// inode's ilock held exclusive, ns.
+    fn write_ilock_ns(&self) -> Time {
+        0
+    }
+    /// Part of [`Filesystem::writepages_call_ns`] spent looking up the
+    /// blocks of each contiguous dirty range (`xfs_map_blocks`) under the
+    /// ilock held shared, ns. Paid per range.
+    fn map_blocks_ns(&self) -> Time {
+        0
+    }
+    /// CPU of allocating the blocks of a delalloc extent at writeback
+    /// (`xfs_bmapi_convert_delalloc`: a transaction, the allocator) under
+    /// the ilock held exclusive, besides [`Filesystem::writepages_call_ns`],
+    /// ns. Paid per dirty range that has holes; ranges with unwritten or
+    /// written blocks skip it.
+    fn delalloc_alloc_ns(&self) -> Time {
+        0
+    }
+    /// Speculative preallocation beyond EOF reserved by a buffered write
+    /// that extends a file to `size_pages` pages (`xfs_iomap_prealloc_size`),
+    /// pages. 0: none.
+    fn eof_prealloc_pages(&self, size_pages: u64) -> u64 {
+        let _ = size_pages;
+        0
+    }
+    /// CPU of converting one completed ioend's unwritten blocks to written
+    /// (`xfs_iomap_write_unwritten`: a transaction under the ilock held
+    /// exclusive) in a file of `records` extent records, ns. 0: conversion
+    /// not modelled for this filesystem.
+    fn unwritten_convert_ns(&self, records: usize) -> Time {
+        let _ = records;
+        0
+    }
+    /// CPU of `fallocate(2)` mode 0, per call, ns.
+    fn fallocate_ns(&self) -> Time {
+        0
+    }
+    /// The workqueue on which ioends that need task context (unwritten
+    /// conversion, PG_dropbehind folios) complete, one work item per inode
+    /// (XFS `m_unwritten_workqueue` and `xfs_end_io`). None: such ioends end
+    /// in the bio's completion and PG_dropbehind folios are dropped by a
+    /// kworker per bio.
+    fn end_io_wq(&self, m: &Rc<Machine>, sb: &SuperBlock) -> Option<Workqueue> {
+        let _ = (m, sb);
+        None
+    }
+    /// Writeback wrote data of `sb`: metadata it changed (allocation,
+    /// extent and checksum trees, size updates) now waits for the next log
+    /// force or transaction commit.
+    fn data_written(&self, sb: &SuperBlock) {
+        let _ = sb;
+    }
+    /// What `->fsync` does after the data is written and waited on: a journal
+    /// or log commit and a cache flush (`datasync` skips metadata-only work).
+    fn fsync_commit<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        datasync: bool,
+    ) -> LocalBoxFuture<'a, ()>;
+    /// `->sync_fs(sb, wait)`.
+    fn sync_fs<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        wait: bool,
+    ) -> LocalBoxFuture<'a, ()>;
+    /// `->put_super` and the rest of the filesystem's own shutdown (log
+    /// unmount record, superblock write, device flush).
+    fn put_super<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+    ) -> LocalBoxFuture<'a, ()>;
+    /// Chooses an inode's writeback context among `nr_wb_ctx`.
+    fn wb_ctx_for_inode(&self, ino: u64, nr_wb_ctx: usize, policy: WbCtxAssign) -> usize {
+        let _ = policy;
+        (ino % nr_wb_ctx.max(1) as u64) as usize
+    }
+    /// Byte offset on the device where a new file's data goes.
+    fn place_file(&self, sb: &SuperBlock, ino: u64) -> u64 {
+        // One 1 GiB region per file: sequential files give sequential I/O and
+        // different files are far apart (device capacity is not modelled).
+        let _ = sb;
+        ino.wrapping_mul(1 << 30)
+    }
+}
+
+// ------------------------------------------------------------ super_block
+
+/// `sb->s_flags` bits used here.
+pub mod flags {
+    /// SB_ACTIVE: the superblock is live (cleared at the start of shutdown).
+    pub const SB_ACTIVE: u32 = 1 << 30;
+    pub const SB_RDONLY: u32 = 1 << 0;
+    /// SB_DYING: shutdown has begun (`super_wake(sb, SB_DYING)`).
+    pub const SB_DYING: u32 = 1 << 24;
+    /// SB_DEAD: shutdown finished (`kill_super_notify`).
+    pub const SB_DEAD: u32 = 1 << 21;
+}
+
+/// One superblock.
+pub struct SuperBlock {
+    pub id: u64,
+    /// Name given in the scenario (its mount point).
+    pub name: String,
+    pub fs: Rc<dyn Filesystem>,
+    pub bdi: Rc<Bdi>,
+    pub device: Option<BlockDevice>,
+    pub s_umount: RwSemaphore,
+    pub s_flags: Cell<u32>,
+    /// `sb->s_inodes`, by inode number.
+    pub inodes: RefCell<BTreeMap<u64, InodeRef>>,
+    pub next_ino: Cell<u64>,
+    /// `s_active`: active references (one per mount of this superblock).
+    pub s_active: Cell<u32>,
+    /// When shutdown finished and the device was released (SB_DEAD), ns.
+    pub s_dead_at: Cell<Option<Time>>,
+}
+
+impl SuperBlock {
+    /// Whether SB_ACTIVE is set.
+    pub fn active(&self) -> bool {
+        self.s_flags.get() & flags::SB_ACTIVE != 0
+    }
+
+    /// Whether shutdown has finished (SB_DEAD).
+    pub fn dead(&self) -> bool {
+        self.s_flags.get() & flags::SB_DEAD != 0
+    }
+
+    /// Looks up or creates the inode of file `name` (files are numbered in the
+    /// order they are first opened).
+    pub fn iget(&self, ino: u64) -> Option<InodeRef> {
+        self.inodes.borrow().get(&ino).cloned()
+    }
+
+    /// Allocates a new inode (`new_inode` + `insert_inode_hash`).
+    pub fn new_inode(&self, m: &Machine) -> InodeRef {
+        let ino = self.next_ino.get();
+        self.next_ino.set(ino + 1);
+        let base = self.fs.place_file(self, ino);
+        let ilock = RwSemaphore::new(
+            m.locks().class(&format!("{}:i_lock", self.fs.name())),
+            m.sched(),
+        );
+        let inode = Inode::new(ino, self.id, base, m.now(), ilock);
+        self.inodes.borrow_mut().insert(ino, inode.clone());
+        inode
+    }
+}
+
+// ------------------------------------------------------------ mounts
+
+/// `struct mount`.
+pub struct Mount {
+    pub id: u64,
+    /// The mount point (the scenario's name for the filesystem).
+    pub mountpoint: String,
+    pub sb: Rc<SuperBlock>,
+    /// `mnt_count`: references (the attachment to the namespace holds one).
+    pub(in crate::model::fs) mnt_count: Cell<u64>,
+    /// `mnt.mnt_flags` (`namespace::mnt_flags`).
+    pub(in crate::model::fs) mnt_flags: Cell<u32>,
+    /// `mnt_ns != NULL`: attached to the namespace.
+    pub(in crate::model::fs) attached: Cell<bool>,
+}
+
+impl Mount {
+    /// `mnt_get_count`.
+    pub fn mnt_count(&self) -> u64 {
+        self.mnt_count.get()
+    }
+
+    /// Whether it is still in the namespace (not yet unmounted).
+    pub fn is_attached(&self) -> bool {
+        self.attached.get()
+    }
+
+    /// `mnt.mnt_flags`.
+    pub fn mnt_flags(&self) -> u32 {
+        self.mnt_flags.get()
+    }
+
+    pub(in crate::model::fs) fn set_flag(&self, f: u32) {
+        self.mnt_flags.set(self.mnt_flags.get() | f);
+    }
+}
+
+/// Counters of the namespace, for results.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NsStats {
+    /// Successful mounts.
+    pub mounts: u64,
+    /// Successful umounts (lazy included).
+    pub umounts: u64,
+    /// Lazy (MNT_DETACH) umounts among them.
+    pub lazy_umounts: u64,
+    /// umount(2) calls that got EBUSY.
+    pub umount_ebusy: u64,
+    /// Mounts and device reuses that got EBUSY because the device was claimed.
+    pub device_ebusy: u64,
+    /// Lists of mounts handed to `queue_rcu_work` (DetachRelease::Deferred).
+    pub deferred_releases: u64,
+    /// Final mntputs that went through `delayed_mntput_work`.
+    pub delayed_mntputs: u64,
+}
+
+/// The mount namespace of the machine and the global state of
+/// fs/namespace.c.
+pub struct MntNamespace {
+    /// `namespace_sem`.
+    pub namespace_sem: RwSemaphore,
+    /// The mount table: mount point -> mount (the namespace's `mounts` tree).
+    pub(in crate::model::fs) mounts: RefCell<BTreeMap<String, Rc<Mount>>>,
+    /// `unmounted`: mounts taken out by `umount_tree`, released by
+    /// `namespace_unlock` (protected by `namespace_sem`).
+    pub(in crate::model::fs) unmounted: RefCell<Vec<Rc<Mount>>>,
+    /// `delayed_mntput_list`.
+    pub(in crate::model::fs) delayed_mntput_list: RefCell<Vec<Rc<Mount>>>,
+    /// `delayed_mntput_work` (created at first use: it needs the machine).
+    pub(in crate::model::fs) delayed_mntput_work: OnceCell<DelayedWork>,
+    /// Each user task's pending task_work (`__cleanup_mnt` callbacks).
+    pub(in crate::model::fs) task_works: RefCell<BTreeMap<TaskId, Vec<Rc<Mount>>>>,
+    pub(in crate::model::fs) stats: Cell<NsStats>,
+}
+
+impl MntNamespace {
+    /// An empty namespace.
+    pub fn new(locks: &LockStats, sched: &Sched) -> Self {
+        MntNamespace {
+            namespace_sem: RwSemaphore::new(locks.class("namespace_sem"), sched),
+            mounts: RefCell::new(BTreeMap::new()),
+            unmounted: RefCell::new(Vec::new()),
+            delayed_mntput_list: RefCell::new(Vec::new()),
+            delayed_mntput_work: OnceCell::new(),
+            task_works: RefCell::new(BTreeMap::new()),
+            stats: Cell::new(NsStats::default()),
+        }
+    }
+
+    /// A copy of the counters.
+    pub fn stats(&self) -> NsStats {
+        self.stats.get()
+    }
+
+    /// Mounts in the namespace now.
+    pub fn nr_mounts(&self) -> usize {
+        self.mounts.borrow().len()
+    }
+
+    pub(in crate::model::fs) fn count(&self, f: impl FnOnce(&mut NsStats)) {
+        let mut s = self.stats.get();
+        f(&mut s);
+        self.stats.set(s);
+    }
+}
+
+// ------------------------------------------------------------ the VFS state
+
+/// The VFS of one machine.
+pub struct Vfs {
+    /// `super_blocks`, by superblock id.
+    supers: RefCell<BTreeMap<u64, Rc<SuperBlock>>>,
+    /// The mount namespace: mount table, `namespace_sem`, delayed mntput.
+    ns: MntNamespace,
+    /// `isw_wq` ("inode_switch_wbs"): inode wb switch work.
+    isw_wq: Workqueue,
+    /// `isw_nr_in_flight`: inode wb switches prepared and not yet finished,
+    /// machine-wide. Always 0 until cgroup writeback switching is modelled.
+    isw_nr_in_flight: Cell<u64>,
+}
+
+impl Vfs {
+    /// `vfs_caches_init` + `mnt_init`: an empty superblock list and mount
+    /// namespace, and the wb-switch workqueue.
+    pub fn boot(k: &Kernel) -> Vfs {
+        let isw_wq = alloc_workqueue(k.sched(), "inode_switch_wbs", WqFlags::default(), 0);
+        Vfs {
+            supers: RefCell::new(BTreeMap::new()),
+            ns: MntNamespace::new(k.locks(), k.sched()),
+            isw_wq,
+            isw_nr_in_flight: Cell::new(0),
+        }
+    }
+
+    /// The mount namespace.
+    pub fn ns(&self) -> &MntNamespace {
+        &self.ns
+    }
+
+    /// The superblock with id `id`, if it is on the list.
+    pub fn super_get(&self, id: u64) -> Option<Rc<SuperBlock>> {
+        self.supers.borrow().get(&id).cloned()
+    }
+
+    /// Every superblock on the list, by id (`iterate_supers` takes a copy).
+    pub fn supers(&self) -> Vec<Rc<SuperBlock>> {
+        self.supers.borrow().values().cloned().collect()
+    }
+
+    /// Number of superblocks on the list.
+    pub fn nr_supers(&self) -> usize {
+        self.supers.borrow().len()
+    }
+
+    /// Puts a new superblock on the list (`sget`).
+    pub(crate) fn super_add(&self, sb: Rc<SuperBlock>) {
+        self.supers.borrow_mut().insert(sb.id, sb);
+    }
+
+    /// Takes a superblock off the list (`__put_super`).
+    pub(crate) fn super_del(&self, id: u64) {
+        self.supers.borrow_mut().remove(&id);
+    }
+
+    /// `isw_wq`.
+    pub fn isw_wq(&self) -> &Workqueue {
+        &self.isw_wq
+    }
+
+    /// `isw_nr_in_flight`.
+    pub fn isw_nr_in_flight(&self) -> u64 {
+        self.isw_nr_in_flight.get()
+    }
+}
+
+// ------------------------------------------------------------ the machine
+
+/// One modelled machine and its kernel.
+pub struct Machine {
+    k: Rc<Kernel>,
+    mm: Rc<Mm>,
+    vfs: Vfs,
+    costs: CpuCosts,
+    policies: Policies,
+    process_start_ns: Time,
+}
+
+impl Machine {
+    /// Boots a machine in `sim`.
+    pub fn new(sim: &Sim, cfg: MachineConfig) -> Result<Rc<Self>, String> {
+        let k = Rc::new(Kernel::boot(
+            sim,
+            &KernelParams {
+                cpus: cfg.cpus,
+                hz: cfg.hz,
+                rcu: cfg.rcu.clone(),
+                wakeup_latency_ns: cfg.wakeup_latency_ns,
+            },
+        )?);
+        let mm = Rc::new(Mm::boot(
+            k.clone(),
+            &MmParams {
+                memory_bytes: cfg.memory_bytes,
+                reserved_bytes: cfg.reserved_bytes,
+                dirty: cfg.dirty.clone(),
+            },
+        )?);
+        let vfs = Vfs::boot(&k);
+        Ok(Rc::new(Machine {
+            k,
+            mm,
+            vfs,
+            costs: cfg.costs,
+            policies: cfg.policies,
+            process_start_ns: cfg.process_start_ns,
+        }))
+    }
+
+    /// The kernel services.
+    pub fn kernel(&self) -> &Rc<Kernel> {
+        &self.k
+    }
+
+    /// Memory management.
+    pub fn mm(&self) -> &Rc<Mm> {
+        &self.mm
+    }
+
+    /// The VFS.
+    pub fn vfs(&self) -> &Vfs {
+        &self.vfs
+    }
+
+    /// The simulation.
+    pub fn sim(&self) -> &Sim {
+        self.k.sim()
+    }
+
+    /// Current time, ns.
+    pub fn now(&self) -> Time {
+        self.k.now()
+    }
+
+    /// The scheduler.
+    pub fn sched(&self) -> &Sched {
+        self.k.sched()
+    }
+
+    /// RCU.
+    pub fn rcu(&self) -> &Rcu {
+        self.k.rcu()
+    }
+
+    /// The lock classes (lock_stat).
+    pub fn locks(&self) -> &LockStats {
+        self.k.locks()
+    }
+
+    /// The `wait_var_event` table.
+    pub fn vars(&self) -> &WaitVarTable {
+        self.k.vars()
+    }
+
+    /// `system_wq`.
+    pub fn system_wq(&self) -> &Workqueue {
+        self.k.system_wq()
+    }
+
+    /// A fresh id (bdis, wbs, superblocks).
+    pub fn new_id(&self) -> u64 {
+        self.k.new_id()
+    }
+
+    /// One jiffy at the machine's HZ, ns.
+    pub fn jiffy_ns(&self) -> Time {
+        self.k.jiffy_ns()
+    }
+
+    /// Counts one model tracepoint hit.
+    pub fn count_event(&self, name: &'static str) {
+        self.k.count_event(name);
+    }
+
+    /// Records an invariant violation.
+    pub fn violation(&self, what: String) {
+        self.k.violation(what);
+    }
+
+    /// The policies in force.
+    pub fn policies(&self) -> &Policies {
+        &self.policies
+    }
+
+    /// CPU costs of the data paths.
+    pub fn costs(&self) -> &CpuCosts {
+        &self.costs
+    }
+
+    /// CPU time to start a command such as umount(8), ns.
+    pub fn process_start_ns(&self) -> Time {
+        self.process_start_ns
+    }
+}

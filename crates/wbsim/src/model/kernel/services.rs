@@ -1,0 +1,148 @@
+//! The kernel services every subsystem above uses, behind one handle: the
+//! simulation clock, the scheduler (CPUs, run queues, cpusets), RCU, lock
+//! classes (lock_stat), the wait_var_event table, the `system_wq` ("events")
+//! workqueue, object ids and run statistics. Built once at boot
+//! ([`Kernel::boot`]); fields are private, subsystems reach the services
+//! through methods.
+
+use std::cell::Cell;
+
+use sim::{Sim, Time};
+
+use super::locking::lock_stat::LockStats;
+use super::rcu::{Rcu, RcuParams};
+use super::sched::{Sched, SchedParams};
+use super::stats::RunStats;
+use super::wait::WaitVarTable;
+use super::workqueue::{alloc_workqueue, Workqueue, WqFlags};
+
+/// What the kernel services are built from.
+#[derive(Clone, Debug)]
+pub struct KernelParams {
+    /// Online CPUs.
+    pub cpus: usize,
+    /// `CONFIG_HZ`, ticks per second.
+    pub hz: u64,
+    /// RCU flavour and grace-period lengths.
+    pub rcu: RcuParams,
+    /// Wakeup latency of an idle CPU ([`SchedParams::wakeup_latency_ns`]), ns.
+    pub wakeup_latency_ns: Time,
+}
+
+/// The kernel services of one machine.
+pub struct Kernel {
+    sim: Sim,
+    sched: Sched,
+    rcu: Rcu,
+    locks: LockStats,
+    vars: WaitVarTable,
+    system_wq: Workqueue,
+    cpus: usize,
+    hz: u64,
+    stats: RunStats,
+    next_id: Cell<u64>,
+}
+
+impl Kernel {
+    /// Boots the kernel services in `sim`.
+    pub fn boot(sim: &Sim, p: &KernelParams) -> Result<Kernel, String> {
+        if p.cpus == 0 {
+            return Err("machine.cpus must be at least 1".into());
+        }
+        let sched = Sched::new(
+            sim,
+            SchedParams {
+                wakeup_latency_ns: p.wakeup_latency_ns,
+                ..SchedParams::for_cpus(p.cpus)
+            },
+        );
+        let locks = LockStats::new();
+        let rcu = Rcu::new(sim, p.rcu.clone()).map_err(|e| e.to_string())?;
+        let system_wq = alloc_workqueue(&sched, "events", WqFlags::default(), 0);
+        Ok(Kernel {
+            sim: sim.clone(),
+            sched,
+            rcu,
+            locks,
+            vars: WaitVarTable::new("vars"),
+            system_wq,
+            cpus: p.cpus,
+            hz: p.hz,
+            stats: RunStats::default(),
+            next_id: Cell::new(1),
+        })
+    }
+
+    /// The simulation (clock, timers, trace sink).
+    pub fn sim(&self) -> &Sim {
+        &self.sim
+    }
+
+    /// Current time, ns.
+    pub fn now(&self) -> Time {
+        self.sim.now()
+    }
+
+    /// The scheduler.
+    pub fn sched(&self) -> &Sched {
+        &self.sched
+    }
+
+    /// RCU.
+    pub fn rcu(&self) -> &Rcu {
+        &self.rcu
+    }
+
+    /// The lock classes (lock_stat).
+    pub fn locks(&self) -> &LockStats {
+        &self.locks
+    }
+
+    /// The `wait_var_event` hash table.
+    pub fn vars(&self) -> &WaitVarTable {
+        &self.vars
+    }
+
+    /// `system_wq` ("events"): where `schedule_work` / `schedule_delayed_work`
+    /// put work (delayed_mntput, deferred mount release).
+    pub fn system_wq(&self) -> &Workqueue {
+        &self.system_wq
+    }
+
+    /// Online CPUs (`num_online_cpus()`).
+    pub fn cpus(&self) -> usize {
+        self.cpus
+    }
+
+    /// `CONFIG_HZ`.
+    pub fn hz(&self) -> u64 {
+        self.hz
+    }
+
+    /// One jiffy, ns.
+    pub fn jiffy_ns(&self) -> Time {
+        1_000_000_000 / self.hz.max(1)
+    }
+
+    /// A fresh id (bdis, wbs, superblocks).
+    pub fn new_id(&self) -> u64 {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        id
+    }
+
+    /// Run statistics (tracepoint counts, violations).
+    pub fn stats(&self) -> &RunStats {
+        &self.stats
+    }
+
+    /// Counts one model tracepoint hit (see [`RunStats`]).
+    pub fn count_event(&self, name: &'static str) {
+        self.stats.count_event(name);
+    }
+
+    /// Records an invariant violation.
+    pub fn violation(&self, what: String) {
+        self.stats.violation(what);
+    }
+}

@@ -1,0 +1,185 @@
+//! The memory-management state of one machine behind one handle: the page
+//! counters (`vm_node_stat`), the `vm.dirty_*` sysctls in force, the global
+//! `wb_domain`, `ratelimit_pages`, the per-CPU throttling counters, the bdi
+//! list and the "writeback" workqueue (`bdi_wq`). Fields are private; mm code
+//! changes them through methods, everything above reads them.
+//!
+//! Left out: memory cgroups (their wb_domains will live here) and per-node
+//! state.
+
+use std::cell::{Cell, Ref, RefCell, RefMut};
+use std::rc::Rc;
+
+use sim::Time;
+
+use super::backing_dev_defs::Bdi;
+use super::filemap::Delta;
+use super::page_writeback::limits::{
+    domain_dirty_limits, global_dirtyable_memory, writeback_set_ratelimit, DirtyThresholds, Hz,
+    VmDirtyParams, WbDomain,
+};
+use super::page_writeback::pause::CpuDirtyRatelimit;
+use super::vmstat::VmStat;
+use crate::model::kernel::workqueue::{alloc_workqueue, Workqueue, WqFlags};
+use crate::model::kernel::Kernel;
+
+/// What memory management is built from.
+#[derive(Clone, Debug)]
+pub struct MmParams {
+    /// RAM, bytes.
+    pub memory_bytes: u64,
+    /// RAM never available to the page cache, bytes.
+    pub reserved_bytes: u64,
+    /// The `vm.dirty_*` sysctls at boot.
+    pub dirty: VmDirtyParams,
+}
+
+/// Memory management of one machine.
+pub struct Mm {
+    k: Rc<Kernel>,
+    vm: RefCell<VmStat>,
+    /// vm.dirty_* sysctls in force.
+    dirty: RefCell<VmDirtyParams>,
+    /// `global_wb_domain`: dirty_limit smoothing and writeout completions.
+    gdom: RefCell<WbDomain>,
+    /// Tick rate (jiffies arithmetic of the dirty throttling).
+    hz: Hz,
+    /// `ratelimit_pages` (writeback_set_ratelimit).
+    ratelimit_pages: Cell<u64>,
+    /// `bdp_ratelimits` and `dirty_throttle_leaks` (one for the machine).
+    bdp_cpu: RefCell<CpuDirtyRatelimit>,
+    /// Every balance_dirty_pages pause taken, ns (for metrics).
+    bdp_pauses: RefCell<Vec<Time>>,
+    /// The "writeback" workqueue (`bdi_wq`): unbound, one flusher work per wb.
+    bdi_wq: Workqueue,
+    /// `bdi_list`.
+    bdis: RefCell<Vec<Rc<Bdi>>>,
+}
+
+impl Mm {
+    /// `mm_init` + `page_writeback_init`: counters, sysctls, the global
+    /// domain and `ratelimit_pages`, and `default_bdi_init`'s workqueue.
+    pub fn boot(k: Rc<Kernel>, p: &MmParams) -> Result<Mm, String> {
+        let bdi_wq = alloc_workqueue(
+            k.sched(),
+            "writeback",
+            WqFlags {
+                unbound: true,
+                ..Default::default()
+            },
+            0,
+        );
+        let hz = Hz::new(k.hz()).map_err(|e| e.to_string())?;
+        p.dirty.validate().map_err(|e| e.to_string())?;
+        let vm = VmStat::new(p.memory_bytes, p.reserved_bytes);
+        let mut gdom = WbDomain::with_hz(k.now(), hz);
+        let avail = global_dirtyable_memory(vm.free_pages(), 0, vm.nr_file_pages, 0);
+        let th = domain_dirty_limits(avail, &p.dirty);
+        let ratelimit = writeback_set_ratelimit(&mut gdom, th.thresh, k.cpus() as u64);
+        Ok(Mm {
+            k,
+            vm: RefCell::new(vm),
+            dirty: RefCell::new(p.dirty.clone()),
+            gdom: RefCell::new(gdom),
+            hz,
+            ratelimit_pages: Cell::new(ratelimit),
+            bdp_cpu: RefCell::new(CpuDirtyRatelimit::default()),
+            bdp_pauses: RefCell::new(Vec::new()),
+            bdi_wq,
+            bdis: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// The kernel services.
+    pub fn kernel(&self) -> &Rc<Kernel> {
+        &self.k
+    }
+
+    /// Current time, ns.
+    pub fn now(&self) -> Time {
+        self.k.now()
+    }
+
+    /// The page counters (read).
+    pub fn vm(&self) -> Ref<'_, VmStat> {
+        self.vm.borrow()
+    }
+
+    /// Applies a page-cache change to the machine's counters.
+    pub(crate) fn vm_apply(&self, d: &Delta) {
+        self.vm.borrow_mut().apply(d);
+    }
+
+    /// Counts `pages` shmem pages (tmpfs data) in or out.
+    pub(crate) fn vm_add_shmem(&self, pages: i64) {
+        self.vm.borrow_mut().add_shmem(pages);
+    }
+
+    /// The `vm.dirty_*` sysctls in force.
+    pub fn dirty_params(&self) -> Ref<'_, VmDirtyParams> {
+        self.dirty.borrow()
+    }
+
+    /// The global thresholds now (`domain_dirty_limits` on
+    /// `global_dirtyable_memory`).
+    pub fn global_thresholds(&self) -> DirtyThresholds {
+        let vm = self.vm.borrow();
+        let avail = global_dirtyable_memory(vm.free_pages(), 0, vm.nr_file_pages, 0);
+        domain_dirty_limits(avail, &self.dirty.borrow())
+    }
+
+    /// The global `wb_domain` (read).
+    pub fn global_domain(&self) -> Ref<'_, WbDomain> {
+        self.gdom.borrow()
+    }
+
+    /// The global `wb_domain`, for the throttling code that updates it.
+    pub(crate) fn global_domain_mut(&self) -> RefMut<'_, WbDomain> {
+        self.gdom.borrow_mut()
+    }
+
+    /// The tick rate of the throttling arithmetic.
+    pub fn hz(&self) -> Hz {
+        self.hz
+    }
+
+    /// `ratelimit_pages`.
+    pub fn ratelimit_pages(&self) -> u64 {
+        self.ratelimit_pages.get()
+    }
+
+    /// The per-CPU throttling counters (one for the machine).
+    pub(crate) fn bdp_cpu_mut(&self) -> RefMut<'_, CpuDirtyRatelimit> {
+        self.bdp_cpu.borrow_mut()
+    }
+
+    /// Records one balance_dirty_pages pause, ns.
+    pub(crate) fn record_pause(&self, ns: Time) {
+        self.bdp_pauses.borrow_mut().push(ns);
+    }
+
+    /// Every balance_dirty_pages pause so far, ns.
+    pub fn pauses(&self) -> Vec<Time> {
+        self.bdp_pauses.borrow().clone()
+    }
+
+    /// `bdi_wq`.
+    pub fn bdi_wq(&self) -> &Workqueue {
+        &self.bdi_wq
+    }
+
+    /// `bdi_list` (read).
+    pub fn bdis(&self) -> Ref<'_, Vec<Rc<Bdi>>> {
+        self.bdis.borrow()
+    }
+
+    /// Adds a bdi to `bdi_list`.
+    pub(crate) fn bdi_list_add(&self, bdi: Rc<Bdi>) {
+        self.bdis.borrow_mut().push(bdi);
+    }
+
+    /// Takes a bdi off `bdi_list`.
+    pub(crate) fn bdi_list_del(&self, bdi: &Rc<Bdi>) {
+        self.bdis.borrow_mut().retain(|b| !Rc::ptr_eq(b, bdi));
+    }
+}
