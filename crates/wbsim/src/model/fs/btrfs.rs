@@ -27,7 +27,7 @@ use sim::{Time, USEC};
 use crate::model::block::{Bio, BioFlags};
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
-use crate::model::fs::vfs::{Filesystem, LocalBoxFuture};
+use crate::model::fs::vfs::{Filesystem, FsCosts, LocalBoxFuture};
 use crate::model::kernel::wait::WaitQueue;
 
 /// CPU per page of a buffered write (`btrfs_buffered_write`: space
@@ -64,6 +64,14 @@ pub const BTRFS_COMMIT_CPU_NS: Time = 30 * USEC;
 pub const BTRFS_CLOSE_CTREE_CPU_NS: Time = 100 * USEC;
 /// Offset of metadata on the device (apart from data).
 const META_OFFSET: u64 = 1 << 40;
+
+/// The data-path costs of btrfs, from the constants above.
+pub const BTRFS_COSTS: FsCosts = FsCosts {
+    write_page_ns: BTRFS_WRITE_PAGE_NS,
+    write_call_ns: BTRFS_WRITE_CALL_NS,
+    writepage_ns: BTRFS_WRITEPAGE_NS,
+    ..FsCosts::GENERIC
+};
 
 /// The btrfs filesystem type.
 #[derive(Default)]
@@ -126,17 +134,11 @@ impl Filesystem for Btrfs {
     fn name(&self) -> &'static str {
         "btrfs"
     }
+    fn costs(&self) -> &'static FsCosts {
+        &BTRFS_COSTS
+    }
     fn per_sb_bdi(&self) -> bool {
         true
-    }
-    fn write_page_ns(&self) -> Time {
-        BTRFS_WRITE_PAGE_NS
-    }
-    fn write_call_ns(&self) -> Time {
-        BTRFS_WRITE_CALL_NS
-    }
-    fn writepage_ns(&self) -> Time {
-        BTRFS_WRITEPAGE_NS
     }
     fn data_written(&self, sb: &SuperBlock) {
         // New extents: extent, fs and csum trees change.

@@ -14,7 +14,7 @@ use sim::{Time, USEC};
 use crate::model::block::{Bio, BioFlags};
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
-use crate::model::fs::vfs::{Filesystem, LocalBoxFuture};
+use crate::model::fs::vfs::{Filesystem, FsCosts, LocalBoxFuture};
 
 /// CPU per page of a buffered write (`ext4_da_write_begin`, copy,
 /// `ext4_da_write_end`), ns: 1.17 us. Measured with `wbsim probe dontcache` on
@@ -53,6 +53,15 @@ pub const EXT4_PUT_SUPER_CPU_NS: Time = 50 * USEC;
 /// Journal offset on the device (the journal sits apart from data).
 const JOURNAL_OFFSET: u64 = 1 << 40;
 
+/// The data-path costs of ext4, from the constants above.
+pub const EXT4_COSTS: FsCosts = FsCosts {
+    write_page_ns: EXT4_WRITE_PAGE_NS,
+    write_call_ns: EXT4_WRITE_CALL_NS,
+    writepage_ns: EXT4_WRITEPAGE_NS,
+    writepages_call_ns: EXT4_WRITEPAGES_CALL_NS,
+    ..FsCosts::GENERIC
+};
+
 /// The ext4-like filesystem type.
 pub struct Ext4;
 
@@ -75,20 +84,11 @@ impl Filesystem for Ext4 {
     fn name(&self) -> &'static str {
         "ext4"
     }
+    fn costs(&self) -> &'static FsCosts {
+        &EXT4_COSTS
+    }
     fn fop_dontcache(&self) -> bool {
         true
-    }
-    fn write_page_ns(&self) -> Time {
-        EXT4_WRITE_PAGE_NS
-    }
-    fn write_call_ns(&self) -> Time {
-        EXT4_WRITE_CALL_NS
-    }
-    fn writepage_ns(&self) -> Time {
-        EXT4_WRITEPAGE_NS
-    }
-    fn writepages_call_ns(&self) -> Time {
-        EXT4_WRITEPAGES_CALL_NS
     }
     fn fsync_commit<'a>(
         &'a self,

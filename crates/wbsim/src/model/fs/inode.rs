@@ -17,6 +17,7 @@ use crate::model::kernel::wait::WaitQueue;
 use crate::model::kernel::workqueue::Work;
 use crate::model::mm::backing_dev_defs::{IoList, ListEntry, Wb};
 use crate::model::mm::filemap::AddressSpace;
+use crate::model::mm::vmscan::LruFile;
 
 /// `i_state` bits (include/linux/fs.h).
 pub mod state {
@@ -86,6 +87,18 @@ pub struct Inode {
 
 /// Shared handle on an inode.
 pub type InodeRef = Rc<Inode>;
+
+impl LruFile for Inode {
+    fn lru_key(&self) -> (Time, u64, u64) {
+        (self.st.borrow().last_access, self.sb_id, self.ino)
+    }
+    fn mapping(&self) -> &RefCell<AddressSpace> {
+        &self.mapping
+    }
+    fn lru_wb(&self) -> Option<Rc<Wb>> {
+        self.wb()
+    }
+}
 
 /// The inode behind an entry of a wb list (the kernel's `wb_inode()`:
 /// `list_entry(head, struct inode, i_io_list)`). Only inodes are put on wb

@@ -1,14 +1,15 @@
 //! `fs/`: the VFS pieces writeback and unmount use, and one module per
 //! filesystem.
 //!
-//! Filesystems sit behind the [`Filesystem`] trait, which carries what the
-//! studied mechanisms need of them: write_begin/write_end CPU cost, writepages,
-//! fsync, sync_fs, put_super and its shutdown cost, whether the filesystem has
-//! writeback at all (tmpfs does not), a per-superblock bdi (btrfs), FOP_DONTCACHE
-//! support, the hook that chooses an inode's writeback context, and the costs
-//! of the extent paths (ilock holds, delalloc allocation, unwritten
-//! conversion, speculative preallocation) with the workqueue on which ioends
-//! complete in task context (XFS).
+//! [`vfs`] declares the shared objects (the machine, superblocks, mounts, the
+//! [`Filesystem`] trait and `writeback_control`); the other files hold the
+//! functions, named after the kernel's: [`super_`] (fs/super.c),
+//! [`namespace`] (fs/namespace.c), [`fs_writeback`], [`sync`],
+//! [`read_write`] (the read/write paths of mm/filemap.c and fs/read_write.c),
+//! [`writepages`] (iomap's writeback and ioends), [`inode`] and [`extent`].
+//! Filesystems sit behind the [`Filesystem`] trait (behaviour) and an
+//! [`vfs::FsCosts`] table each (CPU costs as data): [`tmpfs`], [`ext4`],
+//! [`xfs`], [`btrfs`].
 
 pub mod btrfs;
 pub mod ext4;

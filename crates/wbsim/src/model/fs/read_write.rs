@@ -16,7 +16,7 @@
 
 use std::rc::Rc;
 
-use sim::{Time, MSEC};
+use sim::Time;
 
 use crate::model::block::Bio;
 use crate::model::errno::IoError;
@@ -32,16 +32,13 @@ use crate::model::fs::writepages::DROPBEHIND_PAGE_NS;
 use crate::model::mm::backing_dev::{SyncMode, WbReason};
 use crate::model::mm::page_writeback::account_delta;
 use crate::model::mm::page_writeback::{self as throttle, TaskDirty};
+use crate::model::mm::vmscan::{self, LruFile};
 use crate::model::mm::vmstat::PAGE_SIZE;
 use crate::model::policy::DontcacheFlush;
 
 /// CPU per page of an O_DIRECT request (page pinning, bio building), ns:
 /// ~0.1 us (order of magnitude from iomap_dio profiles).
 pub const DIO_PAGE_NS: Time = 100;
-/// Reclaim gives up waiting for writeback after this long and retries
-/// (`reclaim_throttle` with VMSCAN_THROTTLE_WRITEBACK: HZ/10), ns.
-pub const RECLAIM_THROTTLE_NS: Time = 100 * MSEC;
-
 /// An open file.
 #[derive(Clone)]
 pub struct File {
@@ -79,91 +76,28 @@ fn page_range(pos: u64, len: u64) -> (u64, u64) {
     (pos / PAGE_SIZE, (pos + len).div_ceil(PAGE_SIZE))
 }
 
-/// `min_free_kbytes`-style low watermark: `sqrt(lowmem_kbytes * 16)` KiB
-/// (mm/page_alloc.c, init_per_zone_wmark_min), in pages.
-pub fn low_watermark_pages(m: &Machine) -> u64 {
-    let kb = m.mm().vm().total_pages * 4;
-    let min_kb = ((kb * 16) as f64).sqrt() as u64;
-    (min_kb / 4) * 5 / 4
-}
-
-/// Makes room for `pages` new page-cache pages: direct reclaim of clean pages
-/// (least recently used inodes first) and, if only dirty or writeback pages
-/// remain, waking the flushers and waiting for writeback to complete.
-pub async fn ensure_free(m: &Rc<Machine>, pages: u64) {
-    loop {
-        let free = m.mm().vm().free_pages();
-        let want = pages + low_watermark_pages(m);
-        if free >= want {
-            return;
-        }
-        let need = want - free + 32; // SWAP_CLUSTER_MAX batch
-        let reclaimed = shrink_clean(m, need);
-        if reclaimed > 0 {
-            m.sched().cpu(reclaimed * m.costs().reclaim_page_ns).await;
-            continue;
-        }
-        // Nothing clean: kick writeback and wait for some to complete.
-        wakeup_flusher_threads(m, WbReason::Vmscan);
-        let before = m.mm().vm().nr_written;
-        let vm_wait = m.sim().sleep(RECLAIM_THROTTLE_NS);
-        let m2 = m.clone();
-        let progress = async move {
-            loop {
-                if m2.mm().vm().nr_written > before {
-                    return;
-                }
-                m2.sim().sleep(MSEC).await;
-            }
-        };
-        select2(vm_wait, progress).await;
-        if m.mm().vm().nr_writeback == 0 && m.mm().vm().nr_file_dirty == 0 {
-            // Nothing can be freed: memory is full of unreclaimable pages.
-            m.violation("out of memory: no reclaimable page cache".into());
-            return;
-        }
-    }
-}
-
-/// Completes when either future completes.
-async fn select2(
-    a: impl std::future::Future<Output = ()>,
-    b: impl std::future::Future<Output = ()>,
-) {
-    let mut a = Box::pin(a);
-    let mut b = Box::pin(b);
-    std::future::poll_fn(move |cx| {
-        if a.as_mut().poll(cx).is_ready() || b.as_mut().poll(cx).is_ready() {
-            std::task::Poll::Ready(())
-        } else {
-            std::task::Poll::Pending
-        }
+/// Direct reclaim for `pages` new page-cache pages ([`vmscan::ensure_free`])
+/// over every file of a superblock with writeback, waking the flushers when
+/// only dirty pages remain.
+async fn ensure_free(m: &Rc<Machine>, pages: u64) {
+    let files = || -> Vec<Rc<dyn LruFile>> {
+        m.vfs()
+            .supers()
+            .iter()
+            .filter(|s| s.bdi.can_writeback)
+            .flat_map(|s| {
+                s.inodes
+                    .borrow()
+                    .values()
+                    .map(|i| i.clone() as Rc<dyn LruFile>)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    vmscan::ensure_free(m.mm(), pages, m.costs().reclaim_page_ns, files, || {
+        wakeup_flusher_threads(m, WbReason::Vmscan)
     })
-    .await
-}
-
-/// Drops up to `need` clean pages, least recently used inodes first.
-fn shrink_clean(m: &Rc<Machine>, need: u64) -> u64 {
-    let mut inodes: Vec<InodeRef> = m
-        .vfs()
-        .supers()
-        .iter()
-        .filter(|s| s.bdi.can_writeback)
-        .flat_map(|s| s.inodes.borrow().values().cloned().collect::<Vec<_>>())
-        .collect();
-    inodes.sort_by_key(|i| (i.st.borrow().last_access, i.sb_id, i.ino));
-    let mut got = 0;
-    for inode in inodes {
-        if got >= need {
-            break;
-        }
-        let d = inode.mapping.borrow_mut().reclaim_clean(need - got);
-        if d.cached < 0 {
-            got += (-d.cached) as u64;
-            account_delta(m.mm(), inode.wb().as_ref(), &d);
-        }
-    }
-    got
+    .await;
 }
 
 /// write(2)/pwritev2(2) of `len` bytes at `pos`.
@@ -203,7 +137,7 @@ async fn generic_perform_write(
     let npages = end - start;
     // ->iomap_begin maps the range under the ilock held exclusive; the rest
     // of the call and the copy run outside it.
-    let ilock_ns = f.sb.fs.write_ilock_ns();
+    let ilock_ns = f.sb.fs.costs().write_ilock_ns;
     if ilock_ns > 0 {
         let ilock = f.inode.ilock.down_write().await;
         m.sched().cpu(ilock_ns).await;
@@ -212,8 +146,8 @@ async fn generic_perform_write(
     m.sched()
         .cpu(
             m.costs().syscall_ns
-                + f.sb.fs.write_call_ns().saturating_sub(ilock_ns)
-                + npages * f.sb.fs.write_page_ns(),
+                + f.sb.fs.costs().write_call_ns.saturating_sub(ilock_ns)
+                + npages * f.sb.fs.costs().write_page_ns,
         )
         .await;
     if !f.sb.bdi.can_writeback {
@@ -274,7 +208,7 @@ async fn generic_perform_write(
 /// (shmem_fallocate's page allocation is not modelled).
 pub async fn vfs_fallocate(m: &Rc<Machine>, f: &File, pos: u64, len: u64, keep_size: bool) {
     m.sched()
-        .cpu(m.costs().syscall_ns + f.sb.fs.fallocate_ns())
+        .cpu(m.costs().syscall_ns + f.sb.fs.costs().fallocate_ns)
         .await;
     if f.sb.bdi.can_writeback {
         let (start, end) = page_range(pos, len);

@@ -196,7 +196,7 @@ pub async fn cgroup_writeback_umount(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
     // smp_mb(): pairs with the barrier in inode_prepare_wbs_switch.
     if m.vfs().isw_nr_in_flight() > 0 {
         m.rcu().synchronize_rcu().await;
-        flush_workqueue(&m.vfs().isw_wq()).await;
+        flush_workqueue(m.vfs().isw_wq()).await;
     }
 }
 
@@ -256,6 +256,6 @@ async fn evict(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
     }
     sb.inodes.borrow_mut().remove(&inode.ino);
     if freed > 0 {
-        m.sched().cpu(freed * sb.fs.evict_page_ns()).await;
+        m.sched().cpu(freed * sb.fs.costs().evict_page_ns).await;
     }
 }

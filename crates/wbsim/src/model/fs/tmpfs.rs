@@ -12,7 +12,7 @@ use sim::Time;
 
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
-use crate::model::fs::vfs::{Filesystem, LocalBoxFuture};
+use crate::model::fs::vfs::{Filesystem, FsCosts, LocalBoxFuture};
 
 /// CPU per page of a tmpfs write (`shmem_write_begin` with page allocation and
 /// zeroing, copy, `shmem_write_end`), ns: ~1 us (order of magnitude).
@@ -33,6 +33,13 @@ pub const SHMEM_PUT_SUPER_NS: Time = 500;
 /// shared 2-vCPU VM.
 pub const SHMEM_FREE_PAGE_NS: Time = 930;
 
+/// The data-path costs of tmpfs, from the constants above.
+pub const SHMEM_COSTS: FsCosts = FsCosts {
+    write_page_ns: SHMEM_WRITE_PAGE_NS,
+    evict_page_ns: SHMEM_FREE_PAGE_NS,
+    ..FsCosts::GENERIC
+};
+
 /// The tmpfs filesystem type.
 pub struct Tmpfs;
 
@@ -40,14 +47,11 @@ impl Filesystem for Tmpfs {
     fn name(&self) -> &'static str {
         "tmpfs"
     }
+    fn costs(&self) -> &'static FsCosts {
+        &SHMEM_COSTS
+    }
     fn has_writeback(&self) -> bool {
         false
-    }
-    fn write_page_ns(&self) -> Time {
-        SHMEM_WRITE_PAGE_NS
-    }
-    fn writepage_ns(&self) -> Time {
-        0
     }
     fn fsync_commit<'a>(
         &'a self,
@@ -64,9 +68,6 @@ impl Filesystem for Tmpfs {
         _wait: bool,
     ) -> LocalBoxFuture<'a, ()> {
         Box::pin(async {})
-    }
-    fn evict_page_ns(&self) -> Time {
-        SHMEM_FREE_PAGE_NS
     }
     fn put_super<'a>(
         &'a self,

@@ -83,10 +83,61 @@ impl WritebackControl {
     }
 }
 
+/// The CPU costs of a filesystem's data paths, ns: data, not behaviour. Each
+/// filesystem has one table of these (`XFS_COSTS`, `EXT4_COSTS`...) whose
+/// values are its named constants, each documented with its source there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FsCosts {
+    /// CPU per page of `write_begin` + copy + `write_end` in a buffered write.
+    pub write_page_ns: Time,
+    /// CPU per buffered write call besides its pages and the syscall entry.
+    pub write_call_ns: Time,
+    /// Part of `write_call_ns` spent mapping the range (`->iomap_begin`:
+    /// extent lookup, delalloc reservation) under the inode's ilock held
+    /// exclusive.
+    pub write_ilock_ns: Time,
+    /// CPU per page submitted by writepages (page walk, bio building).
+    pub writepage_ns: Time,
+    /// CPU of one `->writepages` call that writes at least one page, besides
+    /// the per-page cost (block mapping, allocation, ioend/bio setup).
+    pub writepages_call_ns: Time,
+    /// Part of `writepages_call_ns` spent looking up the blocks of each
+    /// contiguous dirty range (`xfs_map_blocks`) under the ilock held shared.
+    /// Paid per range.
+    pub map_blocks_ns: Time,
+    /// CPU of allocating the blocks of a delalloc extent at writeback
+    /// (`xfs_bmapi_convert_delalloc`: a transaction, the allocator) under the
+    /// ilock held exclusive, besides `writepages_call_ns`. Paid per dirty
+    /// range that has holes; ranges with unwritten or written blocks skip it.
+    pub delalloc_alloc_ns: Time,
+    /// CPU of `fallocate(2)` mode 0, per call.
+    pub fallocate_ns: Time,
+    /// CPU to free one page of an evicted inode's cache or data.
+    pub evict_page_ns: Time,
+}
+
+impl FsCosts {
+    /// A filesystem with no extent paths: zero costs but the page freeing
+    /// of eviction ([`TRUNCATE_PAGE_NS`]). Tables start from this.
+    pub const GENERIC: FsCosts = FsCosts {
+        write_page_ns: 0,
+        write_call_ns: 0,
+        write_ilock_ns: 0,
+        writepage_ns: 0,
+        writepages_call_ns: 0,
+        map_blocks_ns: 0,
+        delalloc_alloc_ns: 0,
+        fallocate_ns: 0,
+        evict_page_ns: TRUNCATE_PAGE_NS,
+    };
+}
+
 /// A filesystem type's behaviour.
 pub trait Filesystem {
     /// The type name (`ext4`, `xfs`, `btrfs`, `tmpfs`).
     fn name(&self) -> &'static str;
+    /// The CPU costs of its data paths.
+    fn costs(&self) -> &'static FsCosts;
     /// Whether its bdi has BDI_CAP_WRITEBACK (tmpfs: no).
     fn has_writeback(&self) -> bool {
         true
@@ -98,43 +149,6 @@ pub trait Filesystem {
     /// FOP_DONTCACHE: supports RWF_DONTCACHE (xfs, ext4; not btrfs, tmpfs).
     fn fop_dontcache(&self) -> bool {
         false
-    }
-    /// CPU per page of `write_begin` + copy + `write_end` in a buffered write, ns.
-    fn write_page_ns(&self) -> Time;
-    /// CPU per buffered write call besides its pages and the syscall entry, ns.
-    fn write_call_ns(&self) -> Time {
-        0
-    }
-    /// CPU per page submitted by writepages (page walk, bio building), ns.
-    fn writepage_ns(&self) -> Time;
-    /// CPU to free one page of an evicted inode's cache or data, ns.
-    fn evict_page_ns(&self) -> Time {
-        TRUNCATE_PAGE_NS
-    }
-    /// CPU of one `->writepages` call that writes at least one page, besides
-    /// the per-page cost (block mapping, allocation, ioend/bio setup), ns.
-    fn writepages_call_ns(&self) -> Time {
-        0
-    }
-    /// Part of [`Filesystem::write_call_ns`] spent mapping the range
-    /// (`->iomap_begin`: extent lookup, delalloc reservation) under the
-    /// inode's ilock held exclusive, ns.
-    fn write_ilock_ns(&self) -> Time {
-        0
-    }
-    /// Part of [`Filesystem::writepages_call_ns`] spent looking up the
-    /// blocks of each contiguous dirty range (`xfs_map_blocks`) under the
-    /// ilock held shared, ns. Paid per range.
-    fn map_blocks_ns(&self) -> Time {
-        0
-    }
-    /// CPU of allocating the blocks of a delalloc extent at writeback
-    /// (`xfs_bmapi_convert_delalloc`: a transaction, the allocator) under
-    /// the ilock held exclusive, besides [`Filesystem::writepages_call_ns`],
-    /// ns. Paid per dirty range that has holes; ranges with unwritten or
-    /// written blocks skip it.
-    fn delalloc_alloc_ns(&self) -> Time {
-        0
     }
     /// Speculative preallocation beyond EOF reserved by a buffered write
     /// that extends a file to `size_pages` pages (`xfs_iomap_prealloc_size`),
@@ -149,10 +163,6 @@ pub trait Filesystem {
     /// not modelled for this filesystem.
     fn unwritten_convert_ns(&self, records: usize) -> Time {
         let _ = records;
-        0
-    }
-    /// CPU of `fallocate(2)` mode 0, per call, ns.
-    fn fallocate_ns(&self) -> Time {
         0
     }
     /// The workqueue on which ioends that need task context (unwritten

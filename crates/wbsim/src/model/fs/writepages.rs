@@ -332,9 +332,9 @@ pub async fn generic_writepages(
     }
     let cyclic_start = index;
     let mut wrapped = false;
-    let per_page = sb.fs.writepage_ns();
-    let map_ns = sb.fs.map_blocks_ns();
-    let alloc_ns = sb.fs.delalloc_alloc_ns();
+    let per_page = sb.fs.costs().writepage_ns;
+    let map_ns = sb.fs.costs().map_blocks_ns;
+    let alloc_ns = sb.fs.costs().delalloc_alloc_ns;
     let mut first_batch = true;
     let wq = sb.fs.end_io_wq(m, sb);
     let mut ioend: Option<IoendRef> = None;
@@ -356,7 +356,7 @@ pub async fn generic_writepages(
             first_batch = false;
             // The per-call cost besides the per-range block lookup
             // charged below.
-            sb.fs.writepages_call_ns().saturating_sub(map_ns)
+            sb.fs.costs().writepages_call_ns.saturating_sub(map_ns)
         } else {
             0
         };

@@ -50,7 +50,7 @@ use sim::{Time, USEC};
 use crate::model::block::{Bio, BioFlags};
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
-use crate::model::fs::vfs::{Filesystem, LocalBoxFuture};
+use crate::model::fs::vfs::{Filesystem, FsCosts, LocalBoxFuture};
 use crate::model::kernel::workqueue::{alloc_workqueue, Workqueue, WqFlags};
 
 /// CPU per 4 KiB of a buffered write (`iomap_write_begin`, copy into large
@@ -175,6 +175,19 @@ pub const XFS_UNMOUNT_CPU_NS: Time = 100 * USEC;
 /// Offset of the internal log on the device (apart from data).
 const LOG_OFFSET: u64 = 1 << 40;
 
+/// The data-path costs of xfs, from the constants above.
+pub const XFS_COSTS: FsCosts = FsCosts {
+    write_page_ns: XFS_WRITE_PAGE_NS,
+    write_call_ns: XFS_WRITE_CALL_NS,
+    write_ilock_ns: XFS_WRITE_ILOCK_NS,
+    writepage_ns: XFS_WRITEPAGE_NS,
+    writepages_call_ns: XFS_WRITEPAGES_CALL_NS,
+    map_blocks_ns: XFS_MAP_BLOCKS_NS,
+    delalloc_alloc_ns: XFS_DELALLOC_ALLOC_NS,
+    fallocate_ns: XFS_FALLOCATE_NS,
+    ..FsCosts::GENERIC
+};
+
 /// The XFS filesystem type.
 #[derive(Default)]
 pub struct Xfs {
@@ -217,35 +230,14 @@ impl Filesystem for Xfs {
     fn name(&self) -> &'static str {
         "xfs"
     }
+    fn costs(&self) -> &'static FsCosts {
+        &XFS_COSTS
+    }
     fn fop_dontcache(&self) -> bool {
         true
     }
-    fn write_page_ns(&self) -> Time {
-        XFS_WRITE_PAGE_NS
-    }
-    fn write_call_ns(&self) -> Time {
-        XFS_WRITE_CALL_NS
-    }
-    fn writepage_ns(&self) -> Time {
-        XFS_WRITEPAGE_NS
-    }
-    fn writepages_call_ns(&self) -> Time {
-        XFS_WRITEPAGES_CALL_NS
-    }
-    fn write_ilock_ns(&self) -> Time {
-        XFS_WRITE_ILOCK_NS
-    }
-    fn map_blocks_ns(&self) -> Time {
-        XFS_MAP_BLOCKS_NS
-    }
-    fn delalloc_alloc_ns(&self) -> Time {
-        XFS_DELALLOC_ALLOC_NS
-    }
     fn unwritten_convert_ns(&self, records: usize) -> Time {
         xfs_unwritten_convert_ns(records)
-    }
-    fn fallocate_ns(&self) -> Time {
-        XFS_FALLOCATE_NS
     }
     /// `xfs_iomap_prealloc_size` without `allocsize` and with free space
     /// plentiful: the file's size rounded down to a power of two (so the
