@@ -89,7 +89,7 @@ impl Machine {
             },
         );
         let locks = LockStats::new();
-        let rcu = Rcu::new(sim, cfg.rcu.clone()).map_err(|e| e.to_string())?;
+        let rcu = Rcu::new(sim, cfg.rcu_params()).map_err(|e| e.to_string())?;
         let bdi_wq = alloc_workqueue(
             &sched,
             "writeback",
