@@ -710,10 +710,12 @@ fn job_fio(src: &SourceMap, j: &Spanned<RawJob>, w: &str) -> R<FioSource> {
     })
 }
 
-/// `[[actor]]`.
-fn read_actors(refs: &Refs, raw: &RawScenarioFile, machine: &MachineConfig) -> R<Vec<ActorConfig>> {
-    let src = refs.src;
-    let (filesystems, cgroups) = (refs.filesystems, refs.cgroups);
+/// The cgroups actors create with `cgroup_mkdir` (none may exist already).
+fn made_cgroups(
+    src: &SourceMap,
+    raw: &RawScenarioFile,
+    cgroups: &[CgroupConfig],
+) -> R<BTreeSet<String>> {
     let mut made_cgroups = BTreeSet::new();
     for a in &raw.actor {
         for s in a.get_ref().steps.get_ref() {
@@ -730,6 +732,14 @@ fn read_actors(refs: &Refs, raw: &RawScenarioFile, machine: &MachineConfig) -> R
             }
         }
     }
+    Ok(made_cgroups)
+}
+
+/// `[[actor]]`.
+fn read_actors(refs: &Refs, raw: &RawScenarioFile, machine: &MachineConfig) -> R<Vec<ActorConfig>> {
+    let src = refs.src;
+    let (filesystems, cgroups) = (refs.filesystems, refs.cgroups);
+    let made_cgroups = made_cgroups(src, raw, cgroups)?;
     let ctx = StepCtx {
         filesystems: filesystems
             .iter()
