@@ -20,7 +20,9 @@ use super::machine::{machine_defaults, MachineConfig, MACHINE, SYSCTL};
 use super::policy::POLICIES;
 use super::raw::{RawFilesystem, RawJob, RawScenarioFile, RawSection, RawSweep, SpannedTable};
 use super::value::{as_bool, as_choice, as_duration, as_int, as_size, as_u32, KeyError};
-use super::variant::{override_keys, set_override, SweepConfig, VariantConfig, DEFAULT_VARIANT};
+use super::variant::{
+    apply_sweep, override_keys, set_override, SweepConfig, VariantConfig, DEFAULT_VARIANT,
+};
 use super::{
     CgroupConfig, DeviceConfig, FilesystemConfig, FioSource, FsOption, FsType, JobConfig,
     MeasureConfig, Scenario,
@@ -107,6 +109,8 @@ pub(crate) fn build(src: SourceMap) -> R<Scenario> {
         Some(s) => Some(read_sweep(&src, s.get_ref(), &variant_names)?),
         None => None,
     };
+    let mut variants = variants;
+    apply_sweep(&src, &mut variants, sweep.as_ref())?;
     let scenario = Scenario {
         name: h.name,
         description: h.description,
@@ -474,6 +478,7 @@ fn read_variants(
         variants.push(VariantConfig {
             name: DEFAULT_VARIANT.to_string(),
             machine: machine.clone(),
+            points: Vec::new(),
             line: 0,
         });
     }
@@ -538,6 +543,7 @@ fn read_variant(
     Ok(VariantConfig {
         name: name.to_string(),
         machine: m,
+        points: Vec::new(),
         line: src.line(table.span().start),
     })
 }

@@ -35,6 +35,9 @@ pub struct VariantConfig {
     /// The machine (with sysctls and policies) after its overrides, before
     /// any sweep.
     pub machine: MachineConfig,
+    /// The machine at each `[sweep]` point, if the sweep applies to this
+    /// variant (empty otherwise).
+    pub points: Vec<MachineConfig>,
     /// Line of the table header (0 for the implicit default).
     pub line: u32,
 }
@@ -85,6 +88,30 @@ pub(crate) fn set_override(
     } else {
         POLICIES.set(&mut m.policies, key, v)
     }
+}
+
+/// Reads the sweep's values on top of each variant it applies to, once:
+/// [`VariantConfig::points`].
+pub(crate) fn apply_sweep(
+    src: &super::error::SourceMap,
+    variants: &mut [VariantConfig],
+    sweep: Option<&SweepConfig>,
+) -> Result<(), ScenarioError> {
+    let Some(s) = sweep else {
+        return Ok(());
+    };
+    for var in variants {
+        if s.variant.as_deref().is_some_and(|n| n != var.name) {
+            continue;
+        }
+        for (v, span) in s.values.iter().zip(&s.value_spans) {
+            let mut m = var.machine.clone();
+            set_override(&mut m, &s.target, v)
+                .map_err(|e| key_error(src, span, "values", "[sweep]", e))?;
+            var.points.push(m);
+        }
+    }
+    Ok(())
 }
 
 /// Every key a variant or sweep may set.
@@ -148,10 +175,8 @@ impl Scenario {
                     ),
                 ));
             };
-            if s.variant.as_deref().is_none_or(|n| n == name) {
-                let span = s.value_spans.get(i).cloned().unwrap_or(0..0);
-                set_override(&mut machine, &s.target, v)
-                    .map_err(|e| key_error(src, &span, "values", "[sweep]", e))?;
+            if let Some(m) = var.points.get(i) {
+                machine = m.clone();
                 let shown = value_label(v);
                 label = format!("{name}[{}={shown}]", s.target);
                 sweep = Some((s.target.clone(), shown));
