@@ -32,7 +32,8 @@ const MIB: u64 = 1 << 20;
 fn machine(seed: u64, rt: bool, detach: DetachRelease) -> (Sim, Rc<Machine>) {
     let sim = Sim::new(seed);
     let mut cfg = MachineConfig::new(2, 4 << 30);
-    cfg.rcu = RcuParams::for_kernel(rt);
+    cfg.preempt_rt = rt;
+    cfg.rcu_normal_after_boot = rt; // RcuParams::for_kernel(rt)'s choice
     cfg.policies.detach_release = detach;
     let m = Machine::new(&sim, cfg).unwrap();
     (sim, m)

@@ -30,7 +30,8 @@ use serde::{Deserialize, Serialize};
 
 use super::metrics::{finite, MetricSummary, Metrics};
 use super::scenario::{
-    DeviceConfig, FilesystemConfig, MachineConfig, Policies, ResolvedVariant, Scenario, Sysctl,
+    DeviceConfig, FilesystemConfig, MachineConfig, Policies, ResolvedVariant, Scenario,
+    VmDirtyParams,
 };
 
 /// The schema version written and accepted.
@@ -42,10 +43,11 @@ pub const SCHEMA: u32 = 1;
 pub struct ModelParams {
     /// wbsim version (`CARGO_PKG_VERSION`) that ran the model.
     pub version: String,
-    /// The machine after variant overrides.
+    /// The machine after variant overrides (its `[machine]` keys: the
+    /// sysctls and policies are the two fields below).
     pub machine: MachineConfig,
     /// The sysctls after variant overrides.
-    pub sysctl: Sysctl,
+    pub sysctl: VmDirtyParams,
     /// Devices with their profile values.
     pub devices: Vec<DeviceConfig>,
     /// Filesystems.
@@ -60,10 +62,10 @@ impl ModelParams {
         ModelParams {
             version: env!("CARGO_PKG_VERSION").to_string(),
             machine: variant.machine.clone(),
-            sysctl: variant.sysctl.clone(),
+            sysctl: variant.machine.dirty.clone(),
             devices: scenario.devices.clone(),
             filesystems: scenario.filesystems.clone(),
-            policies: variant.policies,
+            policies: variant.machine.policies,
         }
     }
 }

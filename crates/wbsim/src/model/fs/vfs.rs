@@ -482,7 +482,7 @@ impl Machine {
             &KernelParams {
                 cpus: cfg.cpus,
                 hz: cfg.hz,
-                rcu: cfg.rcu.clone(),
+                rcu: cfg.rcu_params(),
                 wakeup_latency_ns: cfg.wakeup_latency_ns,
             },
         )?);
