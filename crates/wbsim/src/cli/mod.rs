@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod compare;
+pub mod live_tables;
 pub mod probe;
 pub mod report;
 pub mod reproduce;
@@ -32,6 +33,8 @@ pub enum Command {
     Probe(probe::Args),
     /// Compare two results files metric by metric (B/A ratios, >2x flagged).
     Compare(compare::Args),
+    /// Regenerate (or --check) the READMEs' live tables from docs/probe/*.json.
+    LiveTables(live_tables::Args),
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -43,6 +46,7 @@ pub fn main_with(cli: Cli) -> anyhow::Result<i32> {
         Command::Report(a) => report::run(a),
         Command::Probe(a) => probe::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::LiveTables(a) => live_tables::run(a),
     }
 }
 

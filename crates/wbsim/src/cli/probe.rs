@@ -38,9 +38,9 @@ pub struct Args {
     /// Rounds: the whole experiment run N times in a row (every job once
     /// per round, so drift hits every job alike); the results pool them and
     /// record each metric's min/median/max across rounds in `live.spread`.
-    #[arg(long, value_name = "N", default_value_t = 3,
-          value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub rounds: u32,
+    /// Default 3, or 1 with --quick.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: Option<u32>,
     /// Refuse to start unless the machine is quiet (1-minute load below
     /// 0.6, no other runnable task, CPU steal at most 5%); without it a
     /// busy machine only gives a warning and a note in the results.
@@ -79,7 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let opts = Options {
         experiment,
         repeat: args.repeat.unwrap_or(experiment.default_repeat()),
-        rounds: args.rounds,
+        rounds: args.rounds.unwrap_or(if args.quick { 1 } else { 3 }),
         strict: args.strict,
         quick: args.quick,
         tmpdir: args.tmpdir,

@@ -153,7 +153,7 @@ pub struct Options {
     pub rounds: u32,
     /// Refuse to start when the machine is not quiet.
     pub strict: bool,
-    /// Small sizes, one repetition and one round (tests, a first look).
+    /// Small sizes and one repetition (tests, a first look).
     pub quick: bool,
     /// Where to make the temporary directory (default `$TMPDIR` or /var/tmp).
     pub tmpdir: Option<PathBuf>,
@@ -217,7 +217,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Results> {
         guard.dir().display()
     ));
     let info = machine::MachineInfo::collect(&guard);
-    let rounds = if opts.quick { 1 } else { opts.rounds.max(1) };
+    let rounds = opts.rounds.max(1);
     let limits = quiet::Limits::default();
     let release = info.live.kernel_release.clone();
     let first = quiet::sample(1, &release);
