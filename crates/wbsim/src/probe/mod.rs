@@ -16,6 +16,19 @@
 //!   blocked on an idle CPU (a pipe write from the other CPU) until it runs,
 //!   each wakeup classified idle/busy target from `sched:` events in a
 //!   private tracefs; no devices.
+//! - `uring` ([`uring`]): fio-like io_uring writers at iodepth 1 and 16,
+//!   buffered and `RWF_DONTCACHE`, sequential and random, on xfs and ext4.
+//! - `pressure` ([`pressure`]): one writer past the global dirty limit; 1, 4
+//!   and 16 writers past a 64 MiB bdi dirty cap (`max_bytes`).
+//!
+//! Rounds ([`Options::rounds`]): the whole experiment runs N times in a row,
+//! every job once per round, so drift hits every job alike. Per round the
+//! machine's conditions ([`quiet`]: load average, other runnable tasks, CPU
+//! steal, kernel) go to `live.rounds`; a machine that is not quiet gives a
+//! warning and a note, or with [`Options::strict`] a refusal before the
+//! first round. The metrics pool the rounds
+//! ([`Metrics::merge_rounds`]) and `live.spread` ([`spread`]) gives each
+//! metric's min/median/max across rounds of its mean and p99.
 //!
 //! Safety ([`guard`]): only sparse images, loop devices and mounts of its
 //! own under its own temporary directory; verified before every mkfs, mount
@@ -51,6 +64,10 @@
 //!   series `fio.<job>.dirty_pages` and `fio.<job>.writeback_pages` (pages,
 //!   t in ns from the job's start) and tracepoint counts
 //!   `fio.<job>.trace.<event>` (events; `trace.overrun` = lost).
+//! - uring jobs `uring-<xfs|ext4>-<seq|rand>-<buffered|dontcache>-qd<1|16>`
+//!   and pressure jobs `over-dirty-w1`, `over-mem-w<1|4|16>`: the `fio.<job>.*`
+//!   metrics above (pressure jobs with the `dirty_pages`/`writeback_pages`
+//!   series).
 //! - `wakeup.cross_cpu` (us histogram: both directions, CPU 0 waking CPU 1
 //!   and CPU 1 waking CPU 0), `wakeup.cross_cpu.0to1`,
 //!   `wakeup.cross_cpu.1to0` (us, one direction each, waker to sleeper),
