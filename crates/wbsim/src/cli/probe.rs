@@ -1,4 +1,4 @@
-//! `wbsim probe EXPERIMENT [--out FILE] [--repeat N] [--rounds N] [--strict] [--quick] [--tmpdir DIR]`:
+//! `wbsim probe EXPERIMENT [--out FILE] [--repeat N] [--rounds N] [--strict] [--wait-quiet SECS] [--quick] [--tmpdir DIR]`:
 //! run an experiment on the live kernel (Linux, root) and write its results
 //! file (same format as the simulator's).
 
@@ -46,6 +46,11 @@ pub struct Args {
     /// busy machine only gives a warning and a note in the results.
     #[arg(long)]
     pub strict: bool,
+    /// Before the first round, wait up to SECS for the machine to be quiet
+    /// (checked every 5 s); then run (or, with --strict, refuse).
+    #[arg(long, value_name = "SECS", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub wait_quiet: u64,
     /// Small sizes (200 rounds per direction for wakeup), one repetition
     /// and one round (tests, a first look).
     #[arg(long)]
@@ -81,6 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         repeat: args.repeat.unwrap_or(experiment.default_repeat()),
         rounds: args.rounds.unwrap_or(if args.quick { 1 } else { 3 }),
         strict: args.strict,
+        wait_quiet: std::time::Duration::from_secs(args.wait_quiet),
         quick: args.quick,
         tmpdir: args.tmpdir,
         command,

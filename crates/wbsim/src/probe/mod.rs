@@ -170,6 +170,9 @@ pub struct Options {
     pub rounds: u32,
     /// Refuse to start when the machine is not quiet.
     pub strict: bool,
+    /// Before the first round, wait up to this long for the machine to be
+    /// quiet (zero: do not wait).
+    pub wait_quiet: std::time::Duration,
     /// Small sizes and one repetition (tests, a first look).
     pub quick: bool,
     /// Where to make the temporary directory (default `$TMPDIR` or /var/tmp).
@@ -236,9 +239,28 @@ pub fn run(opts: &Options) -> anyhow::Result<Results> {
     let info = machine::MachineInfo::collect(&guard);
     let rounds = opts.rounds.max(1);
     let limits = quiet::Limits::default();
+    let mut settings = BTreeMap::new();
     let release = info.live.kernel_release.clone();
-    let first = quiet::sample(1, &release);
-    let why = quiet::assess(&first, &limits);
+    let mut first = quiet::sample(1, &release);
+    let mut why = quiet::assess(&first, &limits);
+    if !why.is_empty() && !opts.wait_quiet.is_zero() {
+        let start = Instant::now();
+        progress(&format!(
+            "waiting up to {} s for a quiet machine: {}",
+            opts.wait_quiet.as_secs(),
+            why.join("; ")
+        ));
+        while !why.is_empty() && start.elapsed() < opts.wait_quiet {
+            guard.check()?;
+            std::thread::sleep(std::time::Duration::from_secs(5));
+            first = quiet::sample(1, &release);
+            why = quiet::assess(&first, &limits);
+        }
+        settings.insert(
+            "waited for a quiet machine (s)".to_string(),
+            format!("{:.0}", start.elapsed().as_secs_f64()),
+        );
+    }
     if !why.is_empty() {
         if opts.strict {
             bail!(
@@ -255,7 +277,6 @@ pub fn run(opts: &Options) -> anyhow::Result<Results> {
     let mut round_metrics = Vec::new();
     let mut jobs = Vec::new();
     let mut notes: Vec<String> = Vec::new();
-    let mut settings = BTreeMap::new();
     let mut scenario_tables = String::new();
     for r in 1..=rounds {
         guard.check()?;
