@@ -10,20 +10,18 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
-use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+use std::task::{Context, Poll, Waker};
 
 use crate::queue::{EventQueue, Next};
 use crate::rng::{make_rng, SimRng};
 use crate::slab::{Key, Slab};
 use crate::smallfn::SmallFn;
+use crate::task::{ReadyQueue, TaskRef};
 use crate::timers::TimerTable;
 use crate::trace::{TraceEvent, TraceSink};
 use crate::Time;
-
-type BoxFut = Pin<Box<dyn Future<Output = ()>>>;
 
 /// Identity of a task (slot and generation: a finished task's id is never reused
 /// for another task).
@@ -47,63 +45,12 @@ impl fmt::Display for TaskId {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TimerId(Key);
 
-/// What a task's waker points at: the task's id, its queued flag and the ready
-/// queue it goes on. Shared (`Rc`) by every clone of the task's waker.
-struct WakeHandle {
-    task: TaskId,
-    queued: Cell<bool>,
-    ready: Rc<RefCell<VecDeque<Rc<WakeHandle>>>>,
-}
-
-impl WakeHandle {
-    fn wake(self: &Rc<Self>) {
-        if !self.queued.replace(true) {
-            self.ready.borrow_mut().push_back(self.clone());
-        }
-    }
-}
-
-// The wakers of this executor are built on `Rc`, not `Arc`: a simulation and every
-// waker it hands out live on one thread (a `Sim` is `!Send`, and so is every model
-// future, since they hold `Rc`s). `Waker` is `Send + Sync` by type, so this relies
-// on model code never moving a waker to another thread, which nothing in wbsim does
-// (parallelism is only across whole, independent runs).
-static VTABLE: RawWakerVTable = RawWakerVTable::new(w_clone, w_wake, w_wake_by_ref, w_drop);
-
-unsafe fn w_clone(p: *const ()) -> RawWaker {
-    // SAFETY: `p` came from `Rc::as_ptr`/`Rc::into_raw` of a live `Rc<WakeHandle>`
-    // (the waker being cloned keeps it alive); we add one strong count for the clone.
-    unsafe { Rc::increment_strong_count(p as *const WakeHandle) };
-    RawWaker::new(p, &VTABLE)
-}
-unsafe fn w_wake(p: *const ()) {
-    // SAFETY: an owned waker holds one strong count, which we take back here.
-    let h = unsafe { Rc::from_raw(p as *const WakeHandle) };
-    h.wake();
-}
-unsafe fn w_wake_by_ref(p: *const ()) {
-    // SAFETY: the waker is alive for the duration of the call, so is its `Rc`.
-    let h = ManuallyDrop::new(unsafe { Rc::from_raw(p as *const WakeHandle) });
-    h.wake();
-}
-unsafe fn w_drop(p: *const ()) {
-    // SAFETY: an owned waker holds one strong count, released here.
-    unsafe { Rc::decrement_strong_count(p as *const WakeHandle) };
-}
-
-fn waker_of(h: &Rc<WakeHandle>) -> Waker {
-    let p = Rc::into_raw(h.clone()) as *const ();
-    // SAFETY: the vtable's contract holds for `p` (one strong count owned by the
-    // new waker); see the note on `VTABLE` for the single-thread requirement.
-    unsafe { Waker::from_raw(RawWaker::new(p, &VTABLE)) }
-}
-
+/// A live task as the executor's slab keeps it: its cell (header and future,
+/// see `task.rs`) and what only the rare paths read.
 struct Task {
+    cell: TaskRef,
     name: Rc<str>,
-    fut: Option<BoxFut>,
-    handle: Rc<WakeHandle>,
     daemon: bool,
-    cancel_requested: bool,
     waiting_on: Option<Cow<'static, str>>,
 }
 
@@ -119,7 +66,7 @@ struct Inner {
     /// timer calls `wake`), under one borrow.
     core: RefCell<Core>,
     tasks: RefCell<Slab<Task>>,
-    ready: Rc<RefCell<VecDeque<Rc<WakeHandle>>>>,
+    ready: Rc<ReadyQueue>,
     current: Cell<Option<TaskId>>,
     trace: RefCell<TraceSink>,
     trace_on: Cell<bool>,
@@ -275,37 +222,26 @@ impl Sim {
             waiters: RefCell::new(Vec::new()),
         });
         let st = state.clone();
-        let wrapped: BoxFut = Box::pin(async move {
+        let wrapped = async move {
             let r = fut.await;
             *st.result.borrow_mut() = Some(r);
             st.done.set(true);
             for w in st.waiters.borrow_mut().drain(..) {
                 w.wake();
             }
-        });
+        };
         let id = {
             let mut tasks = self.0.tasks.borrow_mut();
-            // Insert a placeholder to learn the key, then fill the handle in.
+            let id = TaskId(tasks.next_key());
+            let cell = TaskRef::new(id, wrapped, self.0.ready.clone());
             let key = tasks.insert(Task {
+                cell: cell.clone(),
                 name: name.clone(),
-                fut: Some(wrapped),
-                handle: Rc::new(WakeHandle {
-                    task: TaskId(Key { idx: 0, gen: 0 }),
-                    queued: Cell::new(false),
-                    ready: self.0.ready.clone(),
-                }),
                 daemon,
-                cancel_requested: false,
                 waiting_on: None,
             });
-            let id = TaskId(key);
-            let t = tasks.get_mut(key).expect("just inserted");
-            t.handle = Rc::new(WakeHandle {
-                task: id,
-                queued: Cell::new(false),
-                ready: self.0.ready.clone(),
-            });
-            t.handle.wake();
+            debug_assert_eq!(key, id.0);
+            cell.wake();
             id
         };
         JoinHandle { id, name, state }
@@ -341,15 +277,16 @@ impl Sim {
         if let Some(id) = self.0.current.get() {
             if let Some(t) = self.0.tasks.borrow_mut().get_mut(id.0) {
                 t.waiting_on = Some(what.into());
+                t.cell.set_waiting();
             }
         }
     }
 
     /// Wakes a task by id (no effect on a finished task).
     pub fn wake(&self, id: TaskId) {
-        let h = self.0.tasks.borrow().get(id.0).map(|t| t.handle.clone());
-        if let Some(h) = h {
-            h.wake();
+        if let Some(t) = self.0.tasks.borrow().get(id.0) {
+            // Only queues it (no model code runs), so under the borrow.
+            t.cell.wake_by_ref();
         }
     }
 
@@ -358,14 +295,17 @@ impl Sim {
     /// soon as its current poll returns. Tasks joining it stay blocked.
     pub fn cancel(&self, id: TaskId) {
         if self.0.current.get() == Some(id) {
-            if let Some(t) = self.0.tasks.borrow_mut().get_mut(id.0) {
-                t.cancel_requested = true;
+            if let Some(t) = self.0.tasks.borrow().get(id.0) {
+                t.cell.request_cancel();
             }
             return;
         }
         let task = self.0.tasks.borrow_mut().remove(id.0);
         // Dropped outside the borrow: dropping a future may cancel timers or wake.
-        drop(task);
+        if let Some(t) = task {
+            t.cell.set_done();
+            t.cell.drop_future();
+        }
     }
 
     // --------------------------------------------------------------- timers
@@ -574,64 +514,52 @@ impl Sim {
     fn poll_ready(&self) {
         loop {
             let next = self.0.ready.borrow_mut().pop_front();
-            let Some(handle) = next else { break };
-            handle.queued.set(false);
-            let id = handle.task;
-            let fut = {
-                let mut tasks = self.0.tasks.borrow_mut();
-                match tasks.get_mut(id.0) {
-                    Some(t) => {
-                        t.waiting_on = None;
-                        t.fut.take()
-                    }
-                    None => None,
+            let Some(task) = next else { break };
+            let (done, waiting) = task.dequeued();
+            if done {
+                continue; // finished or cancelled since it was woken
+            }
+            let id = task.id();
+            if waiting {
+                if let Some(t) = self.0.tasks.borrow_mut().get_mut(id.0) {
+                    t.waiting_on = None;
                 }
-            };
-            let Some(mut fut) = fut else { continue };
+            }
             self.0.polls.set(self.0.polls.get() + 1);
-            let waker = ManuallyDrop::new(waker_of_borrowed(&handle));
+            let waker = task.borrowed_waker();
             let mut cx = Context::from_waker(&waker);
             self.0.current.set(Some(id));
-            let res = fut.as_mut().poll(&mut cx);
+            let res = task.poll(&mut cx);
             self.0.current.set(None);
-            let finished = match res {
-                Poll::Ready(()) => true,
-                Poll::Pending => {
-                    let mut tasks = self.0.tasks.borrow_mut();
-                    match tasks.get_mut(id.0) {
-                        Some(t) if !t.cancel_requested => {
-                            t.fut = Some(fut);
-                            fut = Box::pin(std::future::ready(()));
-                            false
-                        }
-                        _ => true,
-                    }
-                }
-            };
-            if finished {
+            if res.is_ready() || task.cancel_requested() {
+                task.set_done();
                 let t = self.0.tasks.borrow_mut().remove(id.0);
                 drop(t);
+                // `task` keeps the cell while its future is dropped.
+                task.drop_future();
             }
-            drop(fut);
         }
     }
 }
 
-/// A waker for polling, without touching the reference count: the caller wraps
-/// it in `ManuallyDrop` and `handle` outlives it.
-fn waker_of_borrowed(h: &Rc<WakeHandle>) -> Waker {
-    let p = Rc::as_ptr(h) as *const ();
-    // SAFETY: `p` points at a live `WakeHandle` for as long as the returned waker
-    // is used (the poll); the waker is never dropped (ManuallyDrop), so no count
-    // is released that was not taken. Clones made during the poll take their own.
-    unsafe { Waker::from_raw(RawWaker::new(p, &VTABLE)) }
-}
-
-/// Keeps `waker_of` in use for callers that want an owned waker for a task.
 impl Sim {
     /// An owned waker for a live task.
     pub fn waker(&self, id: TaskId) -> Option<Waker> {
-        self.0.tasks.borrow().get(id.0).map(|t| waker_of(&t.handle))
+        self.0
+            .tasks
+            .borrow()
+            .get(id.0)
+            .map(|t| t.cell.clone().into_waker())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Tasks still queued hold the queue (through their cells): empty it
+        // so that both are freed. Taken out first, since dropping a task may
+        // run its future's drop code.
+        let queued = std::mem::take(&mut *self.ready.borrow_mut());
+        drop(queued);
     }
 }
 
