@@ -555,9 +555,17 @@ impl Sim {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        // The simulation is gone: its live tasks' futures are dropped now
+        // (a waker kept elsewhere keeps only the cell, and wakes nothing).
+        // Taken out of the cells first, since a future's drop code may run.
+        let tasks = std::mem::replace(self.tasks.get_mut(), Slab::new());
+        for (_, t) in tasks.iter() {
+            t.cell.set_done();
+            t.cell.drop_future();
+        }
+        drop(tasks);
         // Tasks still queued hold the queue (through their cells): empty it
-        // so that both are freed. Taken out first, since dropping a task may
-        // run its future's drop code.
+        // so that both are freed.
         let queued = std::mem::take(&mut *self.ready.borrow_mut());
         drop(queued);
     }
@@ -891,6 +899,218 @@ mod tests {
         assert!(a.windows(2).all(|w| w[0].time <= w[1].time));
         assert_eq!(a, traced_run(5));
         assert_ne!(a, traced_run(6));
+    }
+
+    /// A future that counts its polls and is pending until `open` is set.
+    fn gate(polls: Rc<Cell<u32>>, open: Rc<Cell<bool>>) -> impl Future<Output = ()> {
+        std::future::poll_fn(move |_cx| {
+            polls.set(polls.get() + 1);
+            if open.get() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+    }
+
+    /// Tasks woken at one instant run in the order they were woken, whatever
+    /// their spawn order or slot.
+    #[test]
+    fn same_instant_wakes_run_in_wake_order() {
+        let sim = Sim::new(1);
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let mut ids = Vec::new();
+        for i in 0..4 {
+            let (l, polled) = (log.clone(), Rc::new(Cell::new(false)));
+            let h = sim.spawn(
+                format!("t{i}"),
+                std::future::poll_fn(move |_cx| {
+                    if polled.replace(true) {
+                        l.borrow_mut().push(i);
+                        Poll::Ready(())
+                    } else {
+                        Poll::Pending
+                    }
+                }),
+            );
+            ids.push(h.id());
+        }
+        let s = sim.clone();
+        let wakers: Vec<Waker> = ids.iter().map(|&id| sim.waker(id).unwrap()).collect();
+        sim.schedule_at(10, move || {
+            s.wake(ids[2]);
+            wakers[0].wake_by_ref();
+            s.wake(ids[3]);
+            wakers[1].wake_by_ref();
+            // Already queued: no effect on the order.
+            wakers[2].wake_by_ref();
+            s.wake(ids[0]);
+        });
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(*log.borrow(), vec![2, 0, 3, 1]);
+    }
+
+    /// Woken several times (by id, by reference, by value) before it runs, a
+    /// task is polled once.
+    #[test]
+    fn task_woken_many_times_runs_once() {
+        let sim = Sim::new(1);
+        let (polls, open) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(false)));
+        let h = sim.spawn_daemon("gate", gate(polls.clone(), open.clone()));
+        let w = sim.waker(h.id()).unwrap();
+        let s = sim.clone();
+        let id = h.id();
+        sim.schedule_at(5, move || {
+            s.wake(id);
+            w.wake_by_ref();
+            w.clone().wake();
+            w.wake();
+            s.wake(id);
+        });
+        sim.run_until(0).unwrap();
+        assert_eq!(polls.get(), 1);
+        let before = sim.polls();
+        sim.run_until(5).unwrap();
+        assert_eq!(polls.get(), 2);
+        assert_eq!(sim.polls(), before + 1);
+        // Woken again later, it runs again.
+        open.set(true);
+        sim.wake(id);
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(polls.get(), 3);
+        assert!(h.is_finished());
+    }
+
+    /// Wakers that outlive their task (kept by a timer, a queue or a model
+    /// structure) wake nothing and free the task's cell when dropped.
+    #[test]
+    fn waker_of_finished_task_is_harmless() {
+        let sim = Sim::new(1);
+        let kept = Rc::new(RefCell::new(Vec::new()));
+        let k = kept.clone();
+        let h = sim.spawn(
+            "short",
+            std::future::poll_fn(move |cx| {
+                k.borrow_mut().push(cx.waker().clone());
+                Poll::Ready(7)
+            }),
+        );
+        let other = sim.spawn("other", async {});
+        let late = sim.waker(h.id()).unwrap();
+        // A timer holding a waker fires after the task ended.
+        sim.wake_at(10, late.clone());
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(h.result(), Some(7));
+        assert!(other.is_finished());
+        let polls = sim.polls();
+        let w = kept.borrow_mut().pop().unwrap();
+        w.wake_by_ref();
+        w.clone().wake();
+        w.wake();
+        late.wake_by_ref();
+        sim.wake(h.id());
+        assert!(sim.waker(h.id()).is_none());
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(sim.polls(), polls);
+        drop(late);
+        assert_eq!(sim.live_tasks(), 0);
+    }
+
+    /// A finished task's slot is reused by the next task with a new
+    /// generation: the old task's id and wakers do not reach the new task.
+    #[test]
+    fn reused_slot_does_not_wake_the_new_task() {
+        let sim = Sim::new(1);
+        let first = sim.spawn("first", async {});
+        sim.run().unwrap();
+        let stale_waker = {
+            // A waker taken while the first task was alive would be the same;
+            // take one from a task that ends in the same slot.
+            let (polls, open) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(true)));
+            let h = sim.spawn("second", gate(polls, open));
+            let w = sim.waker(h.id()).unwrap();
+            sim.run().unwrap();
+            assert!(h.is_finished());
+            assert_eq!(h.id().index(), first.id().index());
+            w
+        };
+        let (polls, open) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(false)));
+        let third = sim.spawn_daemon("third", gate(polls.clone(), open));
+        assert_eq!(third.id().index(), first.id().index());
+        assert_ne!(third.id(), first.id());
+        sim.run().unwrap();
+        assert_eq!(polls.get(), 1);
+        stale_waker.wake_by_ref();
+        sim.wake(first.id());
+        stale_waker.wake();
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(polls.get(), 1, "stale waker or id reached the new task");
+        sim.wake(third.id());
+        sim.run().unwrap();
+        assert_eq!(polls.get(), 2);
+    }
+
+    /// A task cancelled after it was woken, before it ran, is not polled, and
+    /// its future is dropped at once.
+    #[test]
+    fn cancelled_while_queued_is_not_polled() {
+        struct Guard(Rc<Cell<bool>>);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                self.0.set(true);
+            }
+        }
+        let sim = Sim::new(1);
+        let dropped = Rc::new(Cell::new(false));
+        let (polls, open) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(false)));
+        let (g, p, o) = (Guard(dropped.clone()), polls.clone(), open.clone());
+        let h = sim.spawn_daemon("victim", async move {
+            let _g = g;
+            gate(p, o).await;
+        });
+        sim.run_until(0).unwrap();
+        assert_eq!(polls.get(), 1);
+        let w = sim.waker(h.id()).unwrap();
+        w.wake_by_ref();
+        h.cancel(&sim);
+        assert!(dropped.get());
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(polls.get(), 1);
+        w.wake();
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(polls.get(), 1);
+    }
+
+    /// Dropping a simulation drops the futures of its live tasks, even when a
+    /// waker of one is kept (and woken) after.
+    #[test]
+    fn dropping_the_sim_drops_live_futures() {
+        struct Guard(Rc<Cell<u32>>);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                self.0.set(self.0.get() + 1);
+            }
+        }
+        let dropped = Rc::new(Cell::new(0));
+        let sim = Sim::new(1);
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let g = Guard(dropped.clone());
+            let h = sim.spawn_daemon(format!("d{i}"), async move {
+                let _g = g;
+                std::future::pending::<()>().await;
+            });
+            ids.push(h.id());
+        }
+        sim.run().unwrap();
+        let kept = sim.waker(ids[1]).unwrap();
+        // One of them is queued when the simulation goes.
+        sim.wake(ids[2]);
+        drop(sim);
+        assert_eq!(dropped.get(), 3);
+        kept.wake_by_ref();
+        drop(kept);
+        assert_eq!(dropped.get(), 3);
     }
 
     #[test]

@@ -53,7 +53,8 @@ impl<T> Slab<T> {
                 gen: self.slots[idx as usize].gen,
             },
             None => Key {
-                idx: u32::try_from(self.slots.len()).expect("slab overflow: more than 2^32 entries"),
+                idx: u32::try_from(self.slots.len())
+                    .expect("slab overflow: more than 2^32 entries"),
                 gen: 0,
             },
         }

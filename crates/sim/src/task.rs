@@ -46,10 +46,12 @@ const CANCEL: u8 = 4;
 /// Recorded what it blocks on (the slab entry's `waiting_on` is set).
 const WAITING: u8 = 8;
 
-/// The part of a task cell the executor touches per wake and per poll.
+/// The part of a task cell the executor touches per wake and per poll: 32
+/// bytes, so with the cell aligned to a cache line the header and the start
+/// of the future share the first line.
 pub(crate) struct Header {
     /// Counted references: wakers, ready-queue entries, the slab's entry.
-    refs: Cell<usize>,
+    refs: Cell<u32>,
     state: Cell<u8>,
     id: TaskId,
     vtable: &'static TaskVTable,
@@ -63,9 +65,12 @@ struct TaskVTable {
     dealloc: unsafe fn(NonNull<Header>),
 }
 
+const _: () = assert!(std::mem::size_of::<Header>() == 32);
+
 /// A task's heap cell; the header first (`repr(C)`), so a pointer to the cell
-/// is a pointer to its header.
-#[repr(C)]
+/// is a pointer to its header. Aligned to a cache line: a wake and the poll
+/// that follows touch the first line (and the next ones for a large future).
+#[repr(C, align(64))]
 struct TaskCell<F> {
     header: Header,
     /// `None` once the task finished or was cancelled. A `RefCell` so that a
@@ -258,11 +263,24 @@ impl TaskRef {
     }
 }
 
+impl Header {
+    /// Takes one more count.
+    #[inline(always)]
+    fn acquire(&self) {
+        let n = self.refs.get().wrapping_add(1);
+        if n == 0 {
+            // 2^32 live references can only be a leak; wrapping would free
+            // the cell under its users.
+            std::process::abort();
+        }
+        self.refs.set(n);
+    }
+}
+
 impl Clone for TaskRef {
     #[inline]
     fn clone(&self) -> TaskRef {
-        let h = self.header();
-        h.refs.set(h.refs.get() + 1);
+        self.header().acquire();
         TaskRef(self.0)
     }
 }
@@ -314,8 +332,7 @@ static WAKER_VTABLE: RawWakerVTable = RawWakerVTable::new(w_clone, w_wake, w_wak
 unsafe fn w_clone(p: *const ()) -> RawWaker {
     // SAFETY: the waker being cloned owns (or, while polling, borrows) a
     // count, so `p` points at a live header; we take one more for the clone.
-    let h = unsafe { &*(p as *const Header) };
-    h.refs.set(h.refs.get() + 1);
+    unsafe { &*(p as *const Header) }.acquire();
     RawWaker::new(p, &WAKER_VTABLE)
 }
 
