@@ -321,8 +321,9 @@ impl Sim {
     }
 
     /// Wakes `waker` at time `at`.
+    #[inline]
     pub fn wake_at(&self, at: Time, waker: Waker) -> TimerId {
-        self.add_timer(at, SmallFn::new(move || waker.wake()))
+        self.add_timer(at, SmallFn::waker(waker))
     }
 
     #[inline(always)]
@@ -335,6 +336,7 @@ impl Sim {
     }
 
     /// Cancels a pending timer. Returns whether it was still pending.
+    #[inline]
     pub fn cancel_timer(&self, id: TimerId) -> bool {
         let t = self.0.core.borrow_mut().timers.cancel(id.0);
         let pending = t.is_some();
@@ -344,11 +346,13 @@ impl Sim {
     }
 
     /// A future that completes `delay` ns from now.
+    #[inline]
     pub fn sleep(&self, delay: Time) -> Sleep {
         self.sleep_until(self.now().saturating_add(delay))
     }
 
     /// A future that completes at time `at`.
+    #[inline]
     pub fn sleep_until(&self, at: Time) -> Sleep {
         Sleep {
             sim: self.clone(),
@@ -455,14 +459,14 @@ impl Sim {
             if !cond() {
                 return Ok(RunOutcome::Condition);
             }
-            let (time, f) = {
+            let (time, f, next) = {
                 let mut core = self.0.core.borrow_mut();
                 match core.queue.pop_until(limit) {
                     Next::Due(e, next) => {
                         // Started now, the load of the next timer's slot
                         // overlaps this event's work.
                         core.timers.prefetch(next);
-                        (e.time(), core.timers.fire(e.slot()))
+                        (e.time(), core.timers.fire(e.slot()), next)
                     }
                     Next::Empty => {
                         drop(core);
@@ -481,7 +485,14 @@ impl Sim {
             };
             self.0.now.set(time);
             self.0.events.set(self.0.events.get() + 1);
-            f.call();
+            match f.into_waker() {
+                Ok(w) => crate::task::wake(w),
+                Err(f) => f.call(),
+            }
+            // By now the next timer's slot has arrived: if it wakes a task,
+            // start loading that task's cell, which the poll of the task
+            // this event woke then overlaps.
+            self.0.core.borrow().timers.prefetch_woken(next);
         }
     }
 
@@ -510,7 +521,7 @@ impl Sim {
         }
     }
 
-    #[inline(never)]
+    #[inline]
     fn poll_ready(&self) {
         loop {
             let next = self.0.ready.borrow_mut().pop_front();
@@ -583,6 +594,7 @@ pub struct Sleep {
 
 impl Future for Sleep {
     type Output = ();
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.sim.now() >= self.deadline {
             self.timer = None;
@@ -597,6 +609,7 @@ impl Future for Sleep {
 }
 
 impl Drop for Sleep {
+    #[inline]
     fn drop(&mut self) {
         if let Some(t) = self.timer.take() {
             self.sim.cancel_timer(t);

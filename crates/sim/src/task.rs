@@ -322,6 +322,40 @@ impl TaskRef {
     }
 }
 
+/// Wakes `w`: for a waker of this executor's, without the two indirect calls
+/// of `Waker::wake` (the run loop does this for every task timer).
+#[inline(always)]
+pub(crate) fn wake(w: Waker) {
+    if std::ptr::eq(w.vtable(), &WAKER_VTABLE) {
+        let p = ManuallyDrop::new(w).data();
+        // SAFETY: a waker of `WAKER_VTABLE`, consumed (never dropped): its
+        // count moves to the `TaskRef`.
+        unsafe { TaskRef::from_waker_data(p) }.wake();
+    } else {
+        w.wake();
+    }
+}
+
+/// Asks the CPU to start loading the cell of the task `w` wakes, if it is
+/// one of this executor's: its first two cache lines (the header and the
+/// start of the future).
+#[inline(always)]
+pub(crate) fn prefetch_cell(w: &Waker) {
+    if std::ptr::eq(w.vtable(), &WAKER_VTABLE) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `_mm_prefetch` needs SSE, part of the x86-64 baseline; a
+        // prefetch is only a hint and never faults. The address is the live
+        // cell the waker owns a count of (and the line after it, inside the
+        // cell or at worst just past it, which a prefetch may name).
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let p = w.data() as *const i8;
+            _mm_prefetch::<_MM_HINT_T0>(p);
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
+        }
+    }
+}
+
 // The wakers of this executor use a non-atomic count: a simulation and every
 // waker it hands out live on one thread (a `Sim` is `!Send`, and so is every
 // model future, since they hold `Rc`s). `Waker` is `Send + Sync` by type, so
