@@ -200,7 +200,9 @@ mod tests {
         assert!(f.waker_ref().is_some_and(|x| x.will_wake(&w)));
         assert!(SmallFn::new(|| ()).waker_ref().is_none());
         assert!(SmallFn::new(|| ()).into_waker().is_err());
-        let back = SmallFn::waker(w.clone()).into_waker().expect("a waker");
+        let Ok(back) = SmallFn::waker(w.clone()).into_waker() else {
+            panic!("a waker callback gave no waker");
+        };
         assert!(back.will_wake(&w));
         drop(back);
         assert_eq!(Arc::strong_count(&count), 3);
