@@ -486,13 +486,16 @@ impl Sim {
             self.0.now.set(time);
             self.0.events.set(self.0.events.get() + 1);
             match f.into_waker() {
-                Ok(w) => crate::task::wake(w),
+                Ok(w) => {
+                    crate::task::wake(w);
+                    // By now the next timer's slot has arrived: if it too
+                    // wakes a task, start loading that task's cell, which
+                    // the poll of the task just woken then overlaps. (Only
+                    // after a task timer: a run of callbacks skips the read.)
+                    self.0.core.borrow().timers.prefetch_woken(next);
+                }
                 Err(f) => f.call(),
             }
-            // By now the next timer's slot has arrived: if it wakes a task,
-            // start loading that task's cell, which the poll of the task
-            // this event woke then overlaps.
-            self.0.core.borrow().timers.prefetch_woken(next);
         }
     }
 
