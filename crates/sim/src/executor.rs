@@ -757,7 +757,7 @@ mod tests {
         let sim = Sim::new(1);
         let count = Rc::new(Cell::new(0));
         let (s, c) = (sim.clone(), count.clone());
-        sim.spawn("ticker", async move {
+        let h = sim.spawn("ticker", async move {
             loop {
                 s.sleep(MSEC).await;
                 c.set(c.get() + 1);
@@ -770,6 +770,8 @@ mod tests {
         );
         assert_eq!(count.get(), 7);
         assert_eq!(sim.now(), 7 * MSEC);
+        // The task holds the Sim: end it, or the pair is never freed.
+        h.cancel(&sim);
     }
 
     #[test]
@@ -824,6 +826,19 @@ mod tests {
         assert_eq!(err.blocked[0].name, "stuck");
         assert_eq!(err.blocked[0].waiting_on, "mutex:demo");
         assert!(err.to_string().contains("waiting on mutex:demo"));
+        // The tasks hold the Sim: end them, or they are never freed.
+        let live: Vec<TaskId> = sim
+            .0
+            .tasks
+            .borrow()
+            .iter()
+            .map(|(k, _)| TaskId(k))
+            .collect();
+        assert_eq!(live.len(), 2);
+        for id in live {
+            sim.cancel(id);
+        }
+        assert_eq!(sim.live_tasks(), 0);
     }
 
     #[test]
