@@ -984,6 +984,8 @@ mod tests {
     /// Woken several times (by id, by reference, by value) before it runs, a
     /// task is polled once.
     #[test]
+    // Wakes a clone by value on purpose (the count moves into the queue).
+    #[allow(clippy::waker_clone_wake)]
     fn task_woken_many_times_runs_once() {
         let sim = Sim::new(1);
         let (polls, open) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(false)));
@@ -1015,6 +1017,8 @@ mod tests {
     /// Wakers that outlive their task (kept by a timer, a queue or a model
     /// structure) wake nothing and free the task's cell when dropped.
     #[test]
+    // Wakes a clone by value on purpose (the count moves into the queue).
+    #[allow(clippy::waker_clone_wake)]
     fn waker_of_finished_task_is_harmless() {
         let sim = Sim::new(1);
         let kept = Rc::new(RefCell::new(Vec::new()));
