@@ -25,14 +25,15 @@ fn holder(sched: &Sched, sem: &Semaphore, log: &Log, name: &str, at: Time, hold:
         log.clone(),
         name.to_string(),
     );
-    sched.spawn(name, CgroupId::ROOT, 0, async move {
-        sim.sleep_until(at).await;
-        let g = sem.down().await;
-        log.borrow_mut().push((n, sim.now()));
-        sim.sleep(hold).await;
-        drop(g);
-    })
-    .id()
+    sched
+        .spawn(name, CgroupId::ROOT, 0, async move {
+            sim.sleep_until(at).await;
+            let g = sem.down().await;
+            log.borrow_mut().push((n, sim.now()));
+            sim.sleep(hold).await;
+            drop(g);
+        })
+        .id()
 }
 
 #[test]
@@ -78,7 +79,8 @@ fn a_waiter_sleeps_without_cpu_until_up_and_a_late_trylock_cannot_steal() {
     sched.spawn("late", CgroupId::ROOT, 0, async move {
         s2.sleep_until(500 * USEC).await;
         let got = sem2.down_trylock().is_some();
-        log2.borrow_mut().push((format!("late trylock {got}"), s2.now()));
+        log2.borrow_mut()
+            .push((format!("late trylock {got}"), s2.now()));
     });
     sim.run().unwrap();
     let l = log.borrow().clone();

@@ -251,6 +251,8 @@ pub struct Wb {
     pub last_old_flush: Cell<Time>,
     /// Pages written by this wb's flusher (stats).
     pub pages_written_total: Cell<u64>,
+    /// CPU time its flusher (`wb_workfn`) ran, ns (stats).
+    pub flusher_cpu_ns: Cell<Time>,
     /// The flusher: `wb->dwork` on the "writeback" workqueue (set at
     /// registration, `wb_init`).
     pub dwork: OnceCell<DelayedWork>,
@@ -278,6 +280,7 @@ impl Wb {
             running: Cell::new(false),
             last_old_flush: Cell::new(now),
             pages_written_total: Cell::new(0),
+            flusher_cpu_ns: Cell::new(0),
             dwork: OnceCell::new(),
             registered: Cell::new(true),
             dirty_exceeded: Cell::new(false),

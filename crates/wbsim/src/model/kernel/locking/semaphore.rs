@@ -121,9 +121,7 @@ impl Semaphore {
         slot.wait_granted(&self.0.sched, &label).await;
         pending.armed = false;
         let now = sim.now();
-        self.0
-            .class
-            .acquired(LockKind::Write, now - t0, true, true);
+        self.0.class.acquired(LockKind::Write, now - t0, true, true);
         self.guard(now)
     }
 
@@ -187,10 +185,7 @@ impl SemaphoreGuard {
 impl Drop for SemaphoreGuard {
     fn drop(&mut self) {
         let now = self.sem.0.sched.sim().now();
-        self.sem
-            .0
-            .class
-            .released(LockKind::Write, now - self.since);
+        self.sem.0.class.released(LockKind::Write, now - self.since);
         self.sem.up();
     }
 }
