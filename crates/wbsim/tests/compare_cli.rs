@@ -113,3 +113,103 @@ fn bad_input_names_the_file_and_fails() {
     let (code, _, err) = wbsim(&["compare".as_ref(), "only-one.json".as_ref()]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// B with a live spread on two metrics: a model figure outside the spread
+/// and beyond the threshold is flagged; one beyond the threshold but inside
+/// the live run-to-run spread is not.
+#[test]
+fn live_spread_decides_with_the_threshold() {
+    use wbsim::experiment::results::{MinMedMax, Spread};
+    let a = Results::load(fixture("compare_a.json")).expect("fixture A");
+    let mut b = Results::load(fixture("compare_b.json")).expect("fixture B");
+    let live = b.live.as_mut().expect("fixture B is a probe result");
+    let mm = |min: f64, median: f64, max: f64| MinMedMax { min, median, max };
+    // A's mean of umount.xfs.dirty.umount.call lies inside this spread (ms).
+    let a_mean = a.stat("umount.xfs.dirty.umount.call", "mean").unwrap();
+    live.spread.insert(
+        "umount.xfs.dirty.umount.call".into(),
+        Spread {
+            rounds: 5,
+            mean: mm(a_mean * 0.5, 300.0, 400.0),
+            p99: Some(mm(200.0, 400.0, 900.0)),
+        },
+    );
+    // fio.seq-w1.clat: B in ms; a narrow spread that A (us) lies outside.
+    live.spread.insert(
+        "fio.seq-w1.clat".into(),
+        Spread {
+            rounds: 5,
+            mean: mm(1.05, 1.1, 1.2),
+            p99: None,
+        },
+    );
+    let c = compare(&a, &b, 2.0);
+    let row = |n: &str| c.rows.iter().find(|r| r.name == n).expect("row");
+    let x = row("umount.xfs.dirty.umount.call");
+    assert!((x.ratio - 3.5).abs() < 1e-9, "still 3.5x apart");
+    assert!(x.inside_spread);
+    assert!(x.flag.is_none(), "inside the live spread: {:?}", x.flag);
+    assert_eq!(x.spread, Some([a_mean * 0.5, 400.0]));
+    assert_eq!(x.p99_spread, Some([200.0, 900.0]));
+    // The spread is converted to A's unit (ms -> us) and A lies outside
+    // it, but within the threshold: not flagged either.
+    let clat = row("fio.seq-w1.clat");
+    let [lo, hi] = clat.spread.expect("converted spread");
+    assert!(
+        (lo - 1050.0).abs() < 1e-9 && (hi - 1200.0).abs() < 1e-9,
+        "{lo} {hi}"
+    );
+    assert!(!clat.inside_spread);
+    assert!(clat.flag.is_none());
+    // A tighter threshold flags it: outside the spread and beyond 1.05x.
+    let c2 = compare(&a, &b, 1.05);
+    let clat2 = c2
+        .rows
+        .iter()
+        .find(|r| r.name == "fio.seq-w1.clat")
+        .unwrap();
+    assert!(
+        clat2
+            .flag
+            .as_deref()
+            .is_some_and(|f| f.contains("outside the live spread")),
+        "{:?}",
+        clat2.flag
+    );
+    let text = render(&c, "A", "B");
+    assert!(text.contains("live spread"), "{text}");
+    assert!(text.contains("0 flagged"), "{text}");
+}
+
+#[test]
+fn counts_means_within_1_5x_and_p99_within_2x() {
+    let a = Results::load(fixture("compare_a.json")).expect("fixture A");
+    let b = Results::load(fixture("compare_b.json")).expect("fixture B");
+    let c = compare(&a, &b, 2.0);
+    let k = c.counts();
+    assert_eq!(k.means, c.rows.len());
+    let means_within = c
+        .rows
+        .iter()
+        .filter(|r| r.ratio <= 1.5 && r.ratio >= 1.0 / 1.5)
+        .count();
+    assert_eq!(k.means_within, means_within);
+    // umount.xfs.dirty.umount.call: 3.5x apart.
+    assert!(k.means_within < k.means);
+    let hist_rows = c.rows.iter().filter(|r| r.pcts.is_some()).count();
+    assert_eq!(k.p99s, hist_rows);
+    // p99 150 vs 400: 2.67x, outside 2x.
+    assert!(k.p99_within < k.p99s);
+    let text = render(&c, "A", "B");
+    assert!(
+        text.contains(&format!(
+            "means within 1.5x: {} of {}",
+            k.means_within, k.means
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("p99 within 2x: {} of {}", k.p99_within, k.p99s)),
+        "{text}"
+    );
+}

@@ -32,7 +32,8 @@ const MIB: u64 = 1 << 20;
 fn machine(seed: u64, rt: bool, detach: DetachRelease) -> (Sim, Rc<Machine>) {
     let sim = Sim::new(seed);
     let mut cfg = MachineConfig::new(2, 4 << 30);
-    cfg.rcu = RcuParams::for_kernel(rt);
+    cfg.preempt_rt = rt;
+    cfg.rcu_normal_after_boot = rt; // RcuParams::for_kernel(rt)'s choice
     cfg.policies.detach_release = detach;
     let m = Machine::new(&sim, cfg).unwrap();
     (sim, m)
@@ -254,6 +255,8 @@ struct Reuse {
     umount: Result<(), Errno>,
     reuse: Result<(), Errno>,
     mounted_again: bool,
+    /// The second mount got the first one's superblock (sget found it alive).
+    same_sb: bool,
     m: Rc<Machine>,
     dev: BlockDevice,
 }
@@ -262,7 +265,7 @@ fn reuse_after_umount(detach: DetachRelease, flags: u32) -> Reuse {
     let (sim, m) = machine(11, true, detach);
     let dev = loop_dev(&sim, "loop0");
     let (m2, d2) = (m.clone(), dev.clone());
-    let (u, r, again) = run_task(&sim, 10 * SEC, async move {
+    let (u, r, again, same_sb) = run_task(&sim, 10 * SEC, async move {
         let mnt = do_mount(
             &m2,
             "mnt",
@@ -272,6 +275,7 @@ fn reuse_after_umount(detach: DetachRelease, flags: u32) -> Reuse {
         )
         .await
         .unwrap();
+        let sb1 = mnt.sb.id;
         let u = path_umount(&m2, &mnt, flags).await;
         let r = reuse_device(&m2, &d2);
         let again = do_mount(
@@ -283,15 +287,17 @@ fn reuse_after_umount(detach: DetachRelease, flags: u32) -> Reuse {
         )
         .await;
         let ok = again.is_ok();
+        let same = again.as_ref().is_ok_and(|m2| m2.sb.id == sb1);
         if let Ok(mnt2) = again {
             path_umount(&m2, &mnt2, 0).await.unwrap();
         }
-        (u, r, ok)
+        (u, r, ok, same)
     });
     Reuse {
         umount: u,
         reuse: r,
         mounted_again: again,
+        same_sb,
         m,
         dev,
     }
@@ -299,25 +305,31 @@ fn reuse_after_umount(detach: DetachRelease, flags: u32) -> Reuse {
 
 #[test]
 fn ebusy_on_reuse_right_after_a_deferred_lazy_umount_only() {
-    // Deferred lazy: umount returns before the grace period; the device is
-    // still claimed by the superblock.
+    // Deferred lazy: umount returns before the grace period; the superblock
+    // is alive and still claims the device. An exclusive open (mkfs, loop
+    // detach) gets EBUSY; a mount of the same filesystem finds the live
+    // superblock (sget_dev + grab_super) and reuses it.
     let Reuse {
         umount: u,
         reuse: r,
         mounted_again: again,
+        same_sb,
         m,
         dev,
     } = reuse_after_umount(DetachRelease::Deferred, MNT_DETACH);
     assert_eq!(u, Ok(()));
     assert_eq!(r, Err(Errno::EBUSY));
-    assert!(!again, "mount again must fail with EBUSY");
-    assert_eq!(m.vfs().ns().stats().device_ebusy, 2);
-    // Later the deferred release shut the superblock down and let go.
+    assert!(again, "mount again reuses the live superblock");
+    assert!(same_sb, "the second mount must get the first superblock");
+    assert_eq!(m.vfs().ns().stats().device_ebusy, 1);
+    // Later the deferred release dropped the last active reference, shut the
+    // superblock down and let the device go.
     assert!(dev.holder().is_none());
     assert!(reuse_device(&m, &dev).is_ok());
     no_violations(&m);
 
-    // Sync lazy and both non-lazy umounts: the device is free on return.
+    // Sync lazy and both non-lazy umounts: the superblock is dead and the
+    // device free on return; a mount sets up a new superblock.
     for (detach, flags) in [
         (DetachRelease::Sync, MNT_DETACH),
         (DetachRelease::Sync, 0),
@@ -327,12 +339,14 @@ fn ebusy_on_reuse_right_after_a_deferred_lazy_umount_only() {
             umount: u,
             reuse: r,
             mounted_again: again,
+            same_sb,
             m,
             ..
         } = reuse_after_umount(detach, flags);
         assert_eq!(u, Ok(()));
         assert_eq!(r, Ok(()), "{detach:?} flags {flags}");
         assert!(again);
+        assert!(!same_sb, "{detach:?} flags {flags}: a new superblock");
         assert_eq!(m.vfs().ns().stats().device_ebusy, 0);
         no_violations(&m);
     }

@@ -198,6 +198,123 @@ fn wakeup_quick() {
 }
 
 #[test]
+fn uring_quick() {
+    let Some(r) = run_quick("probe_uring", "uring") else {
+        return;
+    };
+    for fs in ["xfs", "ext4"] {
+        for (pat, writes) in [("seq", 32.0), ("rand", 2048.0)] {
+            for mode in ["buffered", "dontcache"] {
+                for qd in [1, 16] {
+                    let j = format!("uring-{fs}-{pat}-{mode}-qd{qd}");
+                    let bw = r.stat(&format!("fio.{j}.write_bw"), "value");
+                    assert!(bw.is_some_and(|v| v > 0.0), "{j}: {bw:?}");
+                    let clat = format!("fio.{j}.clat");
+                    assert_eq!(r.stat(&clat, "count"), Some(writes), "{j}");
+                    let p = |k: &str| r.stat(&clat, k).unwrap_or(f64::NAN);
+                    assert!(
+                        p("p50") <= p("p99")
+                            && p("p99") <= p("p99.9")
+                            && p("p99.9") <= p("max") * 1.001,
+                        "{j}: p50 {} p99 {} p99.9 {} max {}",
+                        p("p50"),
+                        p("p99"),
+                        p("p99.9"),
+                        p("max")
+                    );
+                    assert_eq!(r.stat(&format!("fio.{j}.end_fsync"), "count"), Some(1.0));
+                }
+            }
+        }
+    }
+    let live = r.live.as_ref().unwrap();
+    assert_eq!(live.rounds.len(), 1, "--quick runs one round");
+}
+
+#[test]
+fn pressure_quick() {
+    let before = loop_bdi_settings();
+    let Some(r) = run_quick("probe_pressure", "pressure") else {
+        return;
+    };
+    for n in [1usize, 4, 16] {
+        let j = format!("over-mem-w{n}");
+        // 64 MiB in all, 1 MiB writes, one fsync per writer.
+        assert_eq!(r.stat(&format!("fio.{j}.clat"), "count"), Some(64.0), "{j}");
+        assert_eq!(
+            r.stat(&format!("fio.{j}.end_fsync"), "count"),
+            Some(n as f64),
+            "{j}"
+        );
+        assert!(
+            r.series.contains_key(&format!("fio.{j}.dirty_pages")),
+            "{j}"
+        );
+    }
+    // The global-limit job needs GiBs: left out of --quick, and said so.
+    assert!(r.stat("fio.over-dirty-w1.write_bw", "value").is_none());
+    let live = r.live.as_ref().unwrap();
+    assert!(live.settings["pressure.over_dirty_bytes"].contains("--quick"));
+    // The bdi cap was set on the probe's own device only, and restored.
+    let after: Vec<_> = loop_bdi_settings()
+        .into_iter()
+        .filter(|x| before.iter().any(|b| b.0 == x.0))
+        .collect();
+    let before: Vec<_> = before
+        .into_iter()
+        .filter(|x| after.iter().any(|a| a.0 == x.0))
+        .collect();
+    assert_eq!(before, after, "loop bdi settings changed");
+}
+
+/// `--rounds 2` with `--quick`: two rounds recorded with their machine
+/// conditions, pooled metrics, and a spread over both rounds.
+#[test]
+fn rounds_give_a_spread() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 || skip("probe_rounds") {
+        println!("SKIPPED probe_rounds");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = Scratch::new("probe_rounds");
+    let work = scratch.0.join("probe");
+    std::fs::create_dir(&work).expect("mkdir");
+    let out_file = scratch.0.join("out.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_wbsim"))
+        .args(["probe", "wakeup", "--quick", "--rounds", "2", "--tmpdir"])
+        .arg(&work)
+        .arg("--out")
+        .arg(&out_file)
+        .spawn()
+        .expect("start wbsim probe");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success());
+    assert_nothing_left(&work, pid);
+    let r = Results::load(&out_file).expect("results");
+    let live = r.live.as_ref().unwrap();
+    assert_eq!(live.rounds.len(), 2);
+    assert_eq!(
+        live.rounds.iter().map(|c| c.round).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert!(live.rounds.iter().all(|c| !c.kernel_release.is_empty()));
+    // Pooled: both rounds' 400 wakeups.
+    assert_eq!(r.stat("wakeup.cross_cpu", "count"), Some(800.0));
+    let s = &live.spread["wakeup.cross_cpu"];
+    assert_eq!(s.rounds, 2);
+    assert!(s.mean.min <= s.mean.median && s.mean.median <= s.mean.max);
+    let p99 = s.p99.expect("a histogram's p99 spread");
+    assert!(p99.min <= p99.max);
+    let mean = r.stat("wakeup.cross_cpu", "mean").unwrap();
+    assert!(
+        mean >= s.mean.min * 0.999 && mean <= s.mean.max * 1.001,
+        "pooled mean {mean} outside the rounds' means {s:?}"
+    );
+}
+
+#[test]
 fn refuses_without_root() {
     // Run the binary as nobody (needs root to switch, and setpriv).
     // SAFETY: geteuid has no preconditions.

@@ -64,16 +64,16 @@ fn full_scenario_parses_every_section() {
     assert_eq!((s.machine.hz, s.machine.process_start_ns), (250, 3_000_000));
     assert_eq!(
         (
-            s.sysctl.dirty_ratio,
-            s.sysctl.dirty_background_ratio,
-            s.sysctl.dirty_background_bytes
+            s.machine.dirty.dirty_ratio,
+            s.machine.dirty.dirty_background_ratio,
+            s.machine.dirty.dirty_background_bytes
         ),
         (30, 0, 64 << 20)
     );
     assert_eq!(
         (
-            s.sysctl.dirty_expire_centisecs,
-            s.sysctl.dirty_writeback_centisecs
+            s.machine.dirty.dirty_expire_centisecs,
+            s.machine.dirty.dirty_writeback_centisecs
         ),
         (1500, 500)
     );
@@ -176,10 +176,10 @@ fn full_scenario_parses_every_section() {
 fn variants_resolve_with_overrides_and_sweep() {
     let s = scenario::load(fixture("full.toml")).unwrap_or_else(|e| panic!("{e}"));
     let before = s.variant("before").unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(before.policies, Policies::default());
+    assert_eq!(before.machine.policies, Policies::default());
     assert_eq!(before.machine, s.machine);
     let after = s.variant("after").unwrap_or_else(|e| panic!("{e}"));
-    let p = after.policies;
+    let p = after.machine.policies;
     assert_eq!(p.umount_drain, UmountDrain::PerSb);
     assert_eq!(p.csum_lookup, CsumLookup::CommitRootForOld);
     assert_eq!(p.detach_release, DetachRelease::Deferred);
@@ -190,20 +190,23 @@ fn variants_resolve_with_overrides_and_sweep() {
     assert_eq!(after.machine.memory_bytes, 4 << 30);
     // Writing dirty_bytes zeroes dirty_ratio, as the kernel's handler does.
     assert_eq!(
-        (after.sysctl.dirty_bytes, after.sysctl.dirty_ratio),
+        (
+            after.machine.dirty.dirty_bytes,
+            after.machine.dirty.dirty_ratio
+        ),
         (256 << 20, 0)
     );
     // The sweep sets nr_wb_ctx in every variant and labels the point.
     let pt = s
         .resolve("after", Some(3))
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(pt.policies.nr_wb_ctx, Some(8));
+    assert_eq!(pt.machine.policies.nr_wb_ctx, Some(8));
     assert_eq!(pt.label, "after[nr_wb_ctx=8]");
     let pt = s
         .resolve("before", Some(0))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
-        (pt.policies.nr_wb_ctx, pt.label.as_str()),
+        (pt.machine.policies.nr_wb_ctx, pt.label.as_str()),
         (Some(1), "before[nr_wb_ctx=1]")
     );
     let e = s.variant("nope").map(|_| ()).unwrap_err();
@@ -220,12 +223,12 @@ fn no_variants_means_one_default() {
     let s = scenario::parse_str(BASE, "x.toml").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(s.variant_names(), vec!["default"]);
     let v = s.variant("default").unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(v.policies, Policies::default());
+    assert_eq!(v.machine.policies, Policies::default());
     assert_eq!(
         (
-            v.sysctl.dirty_ratio,
-            v.sysctl.dirty_background_ratio,
-            v.sysctl.dirty_expire_centisecs
+            v.machine.dirty.dirty_ratio,
+            v.machine.dirty.dirty_background_ratio,
+            v.machine.dirty.dirty_expire_centisecs
         ),
         (20, 10, 3000)
     );

@@ -2,10 +2,16 @@
 //! metric (e.g. the model against `wbsim probe` on the live kernel).
 //!
 //! For each metric in both: A's and B's value (mean for histograms, value
-//! for scalars; p50 and p99 too for histograms) and the ratio B/A, with
-//! `!!` on rows more than `--threshold` (default 2) apart in either
-//! direction. B is converted to A's unit when both are known units of one
-//! dimension (ms vs us); otherwise the row is flagged "units differ".
+//! for scalars; p50 and p99 too for histograms) and the ratio B/A. When
+//! one side is a repeated probe run (its `live.spread`), the live
+//! run-to-run spread (min..max of the rounds' means, and of their p99s) is
+//! shown beside the ratio, and a row is flagged `!!` only when the other
+//! side's figure is outside that spread *and* the two are more than
+//! `--threshold` (default 2) apart in either direction; without a spread,
+//! the threshold alone flags. B is converted to A's unit when both are
+//! known units of one dimension (ms vs us); otherwise the row is flagged
+//! "units differ". The last lines count the rows whose means are within
+//! 1.5x ([`MEAN_WITHIN`]) and whose p99s are within 2x ([`P99_WITHIN`]).
 //! Metrics in only one file are listed after the table. Not kernel code.
 
 use std::path::PathBuf;
@@ -13,7 +19,12 @@ use std::path::PathBuf;
 use clap::Args as ClapArgs;
 
 use crate::experiment::metrics::{unit_factor, MetricSummary};
-use crate::experiment::results::Results;
+use crate::experiment::results::{Results, Spread};
+
+/// Means within this factor count as agreeing (the project's target).
+pub const MEAN_WITHIN: f64 = 1.5;
+/// p99s within this factor count as agreeing (the project's target).
+pub const P99_WITHIN: f64 = 2.0;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -50,8 +61,43 @@ pub struct Row {
     pub pcts: Option<[f64; 4]>,
     /// B / A (NaN if undefined).
     pub ratio: f64,
+    /// The live side's run-to-run spread of the mean (min, max), in A's
+    /// unit, when that side has one.
+    pub spread: Option<[f64; 2]>,
+    /// The same for the p99.
+    pub p99_spread: Option<[f64; 2]>,
+    /// Whether the other side's mean lies inside the live spread.
+    pub inside_spread: bool,
     /// Why the row is flagged, if it is.
     pub flag: Option<String>,
+}
+
+impl Row {
+    /// B's p99 / A's p99 (histograms in both), NaN otherwise.
+    pub fn p99_ratio(&self) -> f64 {
+        match self.pcts {
+            Some([_, _, a, b]) if a == 0.0 && b == 0.0 => 1.0,
+            Some([_, _, a, b]) => b / a,
+            None => f64::NAN,
+        }
+    }
+}
+
+/// How many rows agree within the targets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Rows whose means (values) are within [`MEAN_WITHIN`].
+    pub means_within: usize,
+    /// Rows with a finite mean ratio.
+    pub means: usize,
+    /// Histogram rows whose p99s are within [`P99_WITHIN`].
+    pub p99_within: usize,
+    /// Histogram rows with a finite p99 ratio.
+    pub p99s: usize,
+}
+
+fn within(ratio: f64, f: f64) -> bool {
+    ratio.is_finite() && ratio <= f && ratio >= 1.0 / f
 }
 
 /// The comparison of two results documents.
@@ -65,6 +111,33 @@ pub struct Comparison {
     pub only_b: Vec<String>,
 }
 
+impl Comparison {
+    /// The agreement counts over the rows.
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts::default();
+        for r in &self.rows {
+            if r.ratio.is_finite() {
+                c.means += 1;
+                c.means_within += usize::from(within(r.ratio, MEAN_WITHIN));
+            }
+            let p = r.p99_ratio();
+            if p.is_finite() {
+                c.p99s += 1;
+                c.p99_within += usize::from(within(p, P99_WITHIN));
+            }
+        }
+        c
+    }
+}
+
+/// The live spread of `name`: from B (converted by `f` into A's unit) if
+/// B has one, else from A; and whether it is B's.
+fn live_spread<'a>(a: &'a Results, b: &'a Results, name: &str) -> Option<(&'a Spread, bool)> {
+    let of = |r: &'a Results| r.live.as_ref().and_then(|l| l.spread.get(name));
+    of(b)
+        .map(|s| (s, true))
+        .or_else(|| of(a).map(|s| (s, false)))
+}
 fn main_value(m: &MetricSummary) -> f64 {
     match m {
         MetricSummary::Hist(h) => h.mean,
@@ -92,14 +165,29 @@ pub fn compare(a: &Results, b: &Results, threshold: f64) -> Comparison {
             _ => None,
         };
         let ratio = if va == 0.0 && vb == 0.0 { 1.0 } else { vb / va };
+        let sp = live_spread(a, b, name);
+        // The spread in A's unit, and the figure of the other side.
+        let scale = |is_b: bool| if is_b { f } else { 1.0 };
+        let spread = sp.map(|(s, is_b)| [s.mean.min * scale(is_b), s.mean.max * scale(is_b)]);
+        let p99_spread =
+            sp.and_then(|(s, is_b)| s.p99.map(|p| [p.min * scale(is_b), p.max * scale(is_b)]));
+        let other = sp.map(|(_, is_b)| if is_b { va } else { vb });
+        let inside_spread = match (spread, other) {
+            (Some([lo, hi]), Some(v)) => v >= lo && v <= hi,
+            _ => false,
+        };
         let flag = if factor.is_none() {
             Some(format!("units differ ({} vs {})", ma.unit(), mb.unit()))
         } else if va.is_nan() && vb.is_nan() {
             None
         } else if !ratio.is_finite() {
             Some("one side is zero or not a number".to_string())
-        } else if ratio > threshold || ratio < 1.0 / threshold {
-            Some(format!("more than {threshold}x apart"))
+        } else if (ratio > threshold || ratio < 1.0 / threshold) && !inside_spread {
+            Some(if spread.is_some() {
+                format!("more than {threshold}x apart and outside the live spread")
+            } else {
+                format!("more than {threshold}x apart")
+            })
         } else {
             None
         };
@@ -110,6 +198,9 @@ pub fn compare(a: &Results, b: &Results, threshold: f64) -> Comparison {
             b: vb,
             pcts,
             ratio,
+            spread,
+            p99_spread,
+            inside_spread,
             flag,
         });
     }
@@ -148,9 +239,32 @@ pub fn render(c: &Comparison, a_label: &str, b_label: &str) -> String {
         .unwrap_or(6)
         .max(6);
     s.push_str(&format!(
-        "   {:<w$}  {:>8}  {:>12}  {:>12}  {:>8}  {:>12}  {:>12}  {:>12}  {:>12}\n",
-        "metric", "unit", "A", "B", "B/A", "A p50", "B p50", "A p99", "B p99"
+        "   {:<w$}  {:>8}  {:>12}  {:>12}  {:>8}  {:>21}  {:>12}  {:>12}  {:>12}  {:>12}  {:>8}  {:>21}\n",
+        "metric",
+        "unit",
+        "A",
+        "B",
+        "B/A",
+        "live spread",
+        "A p50",
+        "B p50",
+        "A p99",
+        "B p99",
+        "p99 B/A",
+        "live p99 spread"
     ));
+    let range = |r: Option<[f64; 2]>| {
+        r.map_or(String::new(), |[lo, hi]| {
+            format!("{}..{}", num(lo), num(hi))
+        })
+    };
+    let ratio = |x: f64| {
+        if x.is_finite() {
+            format!("{x:.2}")
+        } else {
+            "-".into()
+        }
+    };
     for r in &c.rows {
         let mark = if r.flag.is_some() { "!!" } else { "  " };
         let [p50a, p50b, p99a, p99b] = r.pcts.map_or(
@@ -158,20 +272,19 @@ pub fn render(c: &Comparison, a_label: &str, b_label: &str) -> String {
             |p| p.map(num),
         );
         s.push_str(&format!(
-            "{mark} {:<w$}  {:>8}  {:>12}  {:>12}  {:>8}  {:>12}  {:>12}  {:>12}  {:>12}",
+            "{mark} {:<w$}  {:>8}  {:>12}  {:>12}  {:>8}  {:>21}  {:>12}  {:>12}  {:>12}  {:>12}  {:>8}  {:>21}",
             r.name,
             r.unit,
             num(r.a),
             num(r.b),
-            if r.ratio.is_finite() {
-                format!("{:.2}", r.ratio)
-            } else {
-                "-".into()
-            },
+            ratio(r.ratio),
+            range(r.spread),
             p50a,
             p50b,
             p99a,
-            p99b
+            p99b,
+            if r.pcts.is_some() { ratio(r.p99_ratio()) } else { String::new() },
+            range(r.p99_spread),
         ));
         if let Some(f) = &r.flag {
             s.push_str(&format!("  {f}"));
@@ -179,9 +292,16 @@ pub fn render(c: &Comparison, a_label: &str, b_label: &str) -> String {
         s.push('\n');
     }
     let flagged = c.rows.iter().filter(|r| r.flag.is_some()).count();
+    let k = c.counts();
     s.push_str(&format!(
-        "\n{} metric(s) in both, {flagged} flagged (!!)\n",
-        c.rows.len()
+        "\n{} metric(s) in both, {flagged} flagged (!!)\n\
+         means within {MEAN_WITHIN}x: {} of {}\n\
+         p99 within {P99_WITHIN}x: {} of {}\n",
+        c.rows.len(),
+        k.means_within,
+        k.means,
+        k.p99_within,
+        k.p99s
     ));
     if !c.only_a.is_empty() {
         s.push_str(&format!("only in A ({}):\n", c.only_a.len()));

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod compare;
+pub mod live_tables;
 pub mod probe;
 pub mod report;
 pub mod reproduce;
@@ -28,10 +29,12 @@ pub enum Command {
     Check(check::Args),
     /// Regenerate report.md and index.html from results files.
     Report(report::Args),
-    /// Run an experiment on the live kernel (Linux, root): umount, dontcache, buffered-write, wakeup.
+    /// Run an experiment on the live kernel (Linux, root): umount, dontcache, buffered-write, uring, pressure, wakeup.
     Probe(probe::Args),
     /// Compare two results files metric by metric (B/A ratios, >2x flagged).
     Compare(compare::Args),
+    /// Regenerate (or --check) the READMEs' live tables from docs/probe/*.json.
+    LiveTables(live_tables::Args),
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -43,6 +46,7 @@ pub fn main_with(cli: Cli) -> anyhow::Result<i32> {
         Command::Report(a) => report::run(a),
         Command::Probe(a) => probe::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::LiveTables(a) => live_tables::run(a),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `wbsim probe EXPERIMENT [--out FILE] [--repeat N] [--quick] [--tmpdir DIR]`:
+//! `wbsim probe EXPERIMENT [--out FILE] [--repeat N] [--rounds N] [--strict] [--wait-quiet SECS] [--quick] [--tmpdir DIR]`:
 //! run an experiment on the live kernel (Linux, root) and write its results
 //! file (same format as the simulator's).
 
@@ -17,6 +17,10 @@ pub enum ProbeExperiment {
     BufferedWrite,
     /// Cross-CPU wakeup latency: a task blocked on idle CPU 1 woken from CPU 0, and back.
     Wakeup,
+    /// io_uring writers (iodepth 1 and 16), buffered and RWF_DONTCACHE, seq and rand, xfs and ext4.
+    Uring,
+    /// Writers past the global dirty limit, and 1/4/16 writers past a 64 MiB bdi dirty cap.
+    Pressure,
 }
 
 #[derive(ClapArgs, Debug)]
@@ -27,11 +31,28 @@ pub struct Args {
     /// Results file to write (default: probe-EXPERIMENT.json).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Repetitions of each measurement (default: 10 for umount, 1 otherwise).
+    /// Repetitions of each measurement within a round (default: 10 for
+    /// umount, 1 otherwise).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: Option<u32>,
-    /// Small sizes (200 rounds per direction for wakeup) and one repetition
-    /// (tests, a first look).
+    /// Rounds: the whole experiment run N times in a row (every job once
+    /// per round, so drift hits every job alike); the results pool them and
+    /// record each metric's min/median/max across rounds in `live.spread`.
+    /// Default 3, or 1 with --quick.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: Option<u32>,
+    /// Refuse to start unless the machine is quiet (1-minute load below
+    /// 0.6, no other runnable task, CPU steal at most 5%); without it a
+    /// busy machine only gives a warning and a note in the results.
+    #[arg(long)]
+    pub strict: bool,
+    /// Before the first round, wait up to SECS for the machine to be quiet
+    /// (checked every 5 s); then run (or, with --strict, refuse).
+    #[arg(long, value_name = "SECS", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub wait_quiet: u64,
+    /// Small sizes (200 rounds per direction for wakeup), one repetition
+    /// and one round (tests, a first look).
     #[arg(long)]
     pub quick: bool,
     /// Directory to create the probe's temporary directory in (default:
@@ -49,6 +70,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ProbeExperiment::Dontcache => Experiment::Dontcache,
         ProbeExperiment::BufferedWrite => Experiment::BufferedWrite,
         ProbeExperiment::Wakeup => Experiment::Wakeup,
+        ProbeExperiment::Uring => Experiment::Uring,
+        ProbeExperiment::Pressure => Experiment::Pressure,
     };
     if let Some(why) = probe::refusal() {
         eprintln!("wbsim probe: refused: {why}");
@@ -61,6 +84,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let opts = Options {
         experiment,
         repeat: args.repeat.unwrap_or(experiment.default_repeat()),
+        rounds: args.rounds.unwrap_or(if args.quick { 1 } else { 3 }),
+        strict: args.strict,
+        wait_quiet: std::time::Duration::from_secs(args.wait_quiet),
         quick: args.quick,
         tmpdir: args.tmpdir,
         command,

@@ -120,6 +120,27 @@ impl Hist {
         self.max = self.max.max(v);
     }
 
+    /// Adds every value of `o` (exact count, sum, mean, variance, extremes).
+    fn merge(&mut self, o: &Hist) {
+        if o.count == 0 {
+            return;
+        }
+        if self.h.add(&o.h).is_err() {
+            for v in o.h.iter_recorded() {
+                self.h
+                    .saturating_record_n(v.value_iterated_to(), v.count_at_value());
+            }
+        }
+        let (c, n) = (self.count as f64, o.count as f64);
+        let d = o.mean - self.mean;
+        self.mean += d * n / (c + n);
+        self.m2 += o.m2 + d * d * c * n / (c + n);
+        self.count += o.count;
+        self.sum += o.sum;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+    }
+
     /// Records `n` copies of `v` (merging another histogram's buckets).
     fn record_n(&mut self, v: u64, n: u64) {
         if n == 0 {
@@ -546,6 +567,53 @@ impl Metrics {
             Kind::Series(s) => Some(&s.hist.h),
             _ => None,
         }
+    }
+
+    /// One registry from the registries of several rounds of the same
+    /// measurement (the live probe's repeated rounds): histograms pooled
+    /// (every value of every round), scalars and counters the mean over the
+    /// rounds that have them, series the first round's points with every
+    /// round's values in their histogram. A metric whose kind or unit
+    /// differs between rounds keeps the first and notes a conflict.
+    pub fn merge_rounds(rounds: &[Metrics]) -> Metrics {
+        let mut out = Metrics::new();
+        let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+        for r in rounds {
+            out.conflicts.extend(r.conflicts.iter().cloned());
+            for (name, m) in &r.metrics {
+                let Some(dst) = out.metrics.get_mut(name) else {
+                    out.metrics.insert(name.clone(), m.clone());
+                    seen.insert(name.clone(), 1);
+                    continue;
+                };
+                if dst.unit != m.unit
+                    || std::mem::discriminant(&dst.kind) != std::mem::discriminant(&m.kind)
+                {
+                    out.conflicts.push(format!(
+                        "metric '{name}': a {} in '{}' in one round, a {} in '{}' in another",
+                        dst.kind.name(),
+                        dst.unit,
+                        m.kind.name(),
+                        m.unit
+                    ));
+                    continue;
+                }
+                let n = seen.entry(name.clone()).or_insert(1);
+                *n += 1;
+                let k = f64::from(*n);
+                match (&mut dst.kind, &m.kind) {
+                    (Kind::Hist(a), Kind::Hist(b)) => a.merge(b),
+                    (Kind::Series(a), Kind::Series(b)) => a.hist.merge(&b.hist),
+                    (Kind::Scalar(a), Kind::Scalar(b)) => *a += (b - *a) / k,
+                    (Kind::Counter(a), Kind::Counter(b)) => {
+                        let mean = *a as f64 + (*b as f64 - *a as f64) / k;
+                        *a = mean.round() as u64;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out
     }
 
     /// Recording mistakes (kind or unit mismatches), in order seen.

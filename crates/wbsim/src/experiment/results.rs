@@ -30,7 +30,8 @@ use serde::{Deserialize, Serialize};
 
 use super::metrics::{finite, MetricSummary, Metrics};
 use super::scenario::{
-    DeviceConfig, FilesystemConfig, MachineConfig, Policies, ResolvedVariant, Scenario, Sysctl,
+    DeviceConfig, FilesystemConfig, MachineConfig, Policies, ResolvedVariant, Scenario,
+    VmDirtyParams,
 };
 
 /// The schema version written and accepted.
@@ -42,10 +43,11 @@ pub const SCHEMA: u32 = 1;
 pub struct ModelParams {
     /// wbsim version (`CARGO_PKG_VERSION`) that ran the model.
     pub version: String,
-    /// The machine after variant overrides.
+    /// The machine after variant overrides (its `[machine]` keys: the
+    /// sysctls and policies are the two fields below).
     pub machine: MachineConfig,
     /// The sysctls after variant overrides.
-    pub sysctl: Sysctl,
+    pub sysctl: VmDirtyParams,
     /// Devices with their profile values.
     pub devices: Vec<DeviceConfig>,
     /// Filesystems.
@@ -60,10 +62,10 @@ impl ModelParams {
         ModelParams {
             version: env!("CARGO_PKG_VERSION").to_string(),
             machine: variant.machine.clone(),
-            sysctl: variant.sysctl.clone(),
+            sysctl: variant.machine.dirty.clone(),
             devices: scenario.devices.clone(),
             filesystems: scenario.filesystems.clone(),
-            policies: variant.policies,
+            policies: variant.machine.policies,
         }
     }
 }
@@ -124,6 +126,60 @@ pub struct Live {
     pub settings: BTreeMap<String, String>,
     /// What the results mean and what was refused or left out.
     pub notes: Vec<String>,
+    /// The machine's conditions in each round of the run (load, steal,
+    /// other runnable tasks), in round order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<RoundConditions>,
+    /// Run-to-run spread of each metric across the rounds.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub spread: BTreeMap<String, Spread>,
+}
+
+/// The machine during one probe round: is it quiet?
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoundConditions {
+    /// Round number, from 1.
+    pub round: u32,
+    /// 1-minute load average at the round's start.
+    pub load_1m: f64,
+    /// 5-minute load average at the round's start.
+    pub load_5m: f64,
+    /// Runnable tasks other than the probe at the round's start (median of
+    /// a few `/proc/stat` `procs_running` samples, less the probe itself).
+    pub others_running: f64,
+    /// CPU steal over the round, percent of all CPU time (`/proc/stat`).
+    pub steal_pct: f64,
+    /// `uname -r`.
+    pub kernel_release: String,
+    /// Why the machine was not quiet at the round's start (empty: quiet).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_quiet: Vec<String>,
+}
+
+/// Minimum, median and maximum of one statistic across rounds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MinMedMax {
+    /// Smallest.
+    pub min: f64,
+    /// Median (the mean of the middle two for an even count).
+    pub median: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+/// How a metric moved between the rounds of a probe run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spread {
+    /// Rounds that had the metric.
+    pub rounds: u32,
+    /// Each round's mean (histograms) or value (scalars).
+    pub mean: MinMedMax,
+    /// Each round's p99 (histograms only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99: Option<MinMedMax>,
 }
 
 /// One run's results.

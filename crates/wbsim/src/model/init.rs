@@ -1,9 +1,16 @@
 //! What a machine boots with (the role of the kernel command line and
 //! `init/main.c`'s `start_kernel` parameters): CPUs, memory, HZ, the RCU
 //! flavour, the `vm.dirty_*` sysctls in force at boot, CPU costs of the data
-//! paths, the policies of the studied changes. The scenario layer fills these
-//! types; they are the model's only configuration types.
+//! paths, the policies of the studied changes. The scenario layer parses
+//! straight into these types (its `[machine]` table sets [`MachineConfig`]'s
+//! fields, `[sysctl]` goes through [`VmDirtyParams`]' handlers, variants set
+//! [`Policies`]); they are the only configuration types.
+//!
+//! The serialized form of [`MachineConfig`] is the `model.machine` object of
+//! the results document: the scenario's `[machine]` keys only (`dirty` and
+//! `policies` are written beside it as `model.sysctl` and `model.policies`).
 
+use serde::{Deserialize, Serialize};
 use sim::{Time, USEC};
 
 use crate::model::kernel::rcu::RcuParams;
@@ -47,42 +54,79 @@ impl Default for CpuCosts {
 }
 
 /// What a machine is built from.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MachineConfig {
+    /// Online CPUs.
     pub cpus: usize,
-    /// RAM, bytes.
+    /// RAM, bytes. Set it with [`MachineConfig::set_memory`], which keeps
+    /// `reserved_bytes` in step.
     pub memory_bytes: u64,
-    /// RAM never available to the page cache (kernel, workload's anonymous
-    /// memory), bytes.
-    pub reserved_bytes: u64,
+    /// `CONFIG_PREEMPT_RT`: chooses the RCU flavour ([`MachineConfig::rcu_params`]).
+    pub preempt_rt: bool,
+    /// `rcupdate.rcu_normal_after_boot=1`: expedited grace periods become normal.
+    pub rcu_normal_after_boot: bool,
+    /// `CONFIG_HZ`, ticks per second.
     pub hz: u64,
-    pub rcu: RcuParams,
-    pub dirty: VmDirtyParams,
-    pub costs: CpuCosts,
-    pub policies: Policies,
     /// CPU time to start a command (fork + exec + dynamic linking of a small
-    /// utility such as umount(8)), ns. A machine parameter: scenarios set it
-    /// (`[machine] process_start`); the default is the scenario layer's.
+    /// utility such as umount(8)), ns (`[machine] process_start`).
     pub process_start_ns: Time,
-    /// Wakeup latency of an idle CPU ([`SchedParams::wakeup_latency_ns`]), ns.
+    /// Wakeup latency of an idle CPU ([`SchedParams::wakeup_latency_ns`]), ns
+    /// (0: a woken kernel worker runs at once).
+    #[serde(default)]
     pub wakeup_latency_ns: Time,
+    /// RAM never available to the page cache (kernel, workload's anonymous
+    /// memory), bytes. Derived from `memory_bytes`; not part of the results.
+    #[serde(skip)]
+    pub reserved_bytes: u64,
+    /// The `vm.dirty_*` sysctls in force at boot (written to results as
+    /// `model.sysctl`).
+    #[serde(skip)]
+    pub dirty: VmDirtyParams,
+    /// CPU costs of the data paths.
+    #[serde(skip)]
+    pub costs: CpuCosts,
+    /// The policies of the studied changes (written to results as
+    /// `model.policies`).
+    #[serde(skip)]
+    pub policies: Policies,
 }
 
 impl MachineConfig {
-    /// A machine with defaults: non-RT, HZ=1000, kernel sysctl defaults, and 5%
-    /// of RAM (at least 256 MiB) reserved for the kernel and applications.
+    /// A machine with defaults: non-RT, HZ=1000, kernel sysctl defaults,
+    /// pre-change policies, and [`default_reserved_bytes`] reserved.
     pub fn new(cpus: usize, memory_bytes: u64) -> Self {
         MachineConfig {
             cpus,
             memory_bytes,
-            reserved_bytes: (memory_bytes / 20).max(256 << 20).min(memory_bytes / 2),
+            preempt_rt: false,
+            rcu_normal_after_boot: false,
             hz: 1000,
-            rcu: RcuParams::for_kernel(false),
+            process_start_ns: PROCESS_START_DEFAULT_NS,
+            wakeup_latency_ns: 0,
+            reserved_bytes: default_reserved_bytes(memory_bytes),
             dirty: VmDirtyParams::default(),
             costs: CpuCosts::default(),
             policies: Policies::default(),
-            process_start_ns: PROCESS_START_DEFAULT_NS,
-            wakeup_latency_ns: 0,
         }
     }
+
+    /// Sets the RAM size and the reserved share that follows from it.
+    pub fn set_memory(&mut self, memory_bytes: u64) {
+        self.memory_bytes = memory_bytes;
+        self.reserved_bytes = default_reserved_bytes(memory_bytes);
+    }
+
+    /// The RCU flavour of `preempt_rt` with `rcu_normal_after_boot`.
+    pub fn rcu_params(&self) -> RcuParams {
+        let mut rcu = RcuParams::for_kernel(self.preempt_rt);
+        rcu.rcu_normal_after_boot = self.rcu_normal_after_boot;
+        rcu
+    }
+}
+
+/// RAM reserved for the kernel and applications: 5% of RAM, at least 256 MiB,
+/// at most half.
+pub fn default_reserved_bytes(memory_bytes: u64) -> u64 {
+    (memory_bytes / 20).max(256 << 20).min(memory_bytes / 2)
 }

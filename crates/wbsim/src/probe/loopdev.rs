@@ -140,6 +140,36 @@ impl LoopDev {
         Some((ma.parse::<u64>().ok()? << 20) | mi.parse::<u64>().ok()?)
     }
 
+    /// Caps the dirty pages of this device's bdi at `max_bytes` with
+    /// `strict_limit = 1` (the device is verified to be this probe's first;
+    /// `strict_limit` and `max_ratio[_fine]`, which `max_bytes` rewrites,
+    /// are saved and written back by the guard at cleanup or
+    /// [`Guard::restore_all`]). Returns the settings before, as text; None
+    /// if this kernel's bdi has no `max_bytes`/`strict_limit`.
+    pub fn cap_dirty(&self, guard: &Guard, max_bytes: u64) -> anyhow::Result<Option<String>> {
+        self.verify(guard)?;
+        let bdi = self.bdi_dir();
+        if !(bdi.join("strict_limit").exists() && bdi.join("max_bytes").exists()) {
+            return Ok(None);
+        }
+        let ratio_file = if bdi.join("max_ratio_fine").exists() {
+            bdi.join("max_ratio_fine")
+        } else {
+            bdi.join("max_ratio")
+        };
+        let old_strict = guard.save(&bdi.join("strict_limit"))?;
+        let old_ratio = guard.save(&ratio_file)?;
+        sys::write(&bdi.join("max_bytes"), &max_bytes.to_string())?;
+        sys::write(&bdi.join("strict_limit"), "1")?;
+        Ok(Some(format!(
+            "strict_limit={old_strict} {}={old_ratio}",
+            ratio_file
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        )))
+    }
+
     /// `mkfs` for `fs` on the device (verified first).
     pub fn mkfs(&self, guard: &Guard, fs: Fs) -> anyhow::Result<()> {
         let Some((prog, args)) = fs.mkfs() else {

@@ -16,6 +16,19 @@
 //!   blocked on an idle CPU (a pipe write from the other CPU) until it runs,
 //!   each wakeup classified idle/busy target from `sched:` events in a
 //!   private tracefs; no devices.
+//! - `uring` ([`uring`]): fio-like io_uring writers at iodepth 1 and 16,
+//!   buffered and `RWF_DONTCACHE`, sequential and random, on xfs and ext4.
+//! - `pressure` ([`pressure`]): one writer past the global dirty limit; 1, 4
+//!   and 16 writers past a 64 MiB bdi dirty cap (`max_bytes`).
+//!
+//! Rounds ([`Options::rounds`]): the whole experiment runs N times in a row,
+//! every job once per round, so drift hits every job alike. Per round the
+//! machine's conditions ([`quiet`]: load average, other runnable tasks, CPU
+//! steal, kernel) go to `live.rounds`; a machine that is not quiet gives a
+//! warning and a note, or with [`Options::strict`] a refusal before the
+//! first round. The metrics pool the rounds
+//! ([`Metrics::merge_rounds`]) and `live.spread` ([`spread`]) gives each
+//! metric's min/median/max across rounds of its mean and p99.
 //!
 //! Safety ([`guard`]): only sparse images, loop devices and mounts of its
 //! own under its own temporary directory; verified before every mkfs, mount
@@ -51,6 +64,10 @@
 //!   series `fio.<job>.dirty_pages` and `fio.<job>.writeback_pages` (pages,
 //!   t in ns from the job's start) and tracepoint counts
 //!   `fio.<job>.trace.<event>` (events; `trace.overrun` = lost).
+//! - uring jobs `uring-<xfs|ext4>-<seq|rand>-<buffered|dontcache>-qd<1|16>`
+//!   and pressure jobs `over-dirty-w1`, `over-mem-w<1|4|16>`: the `fio.<job>.*`
+//!   metrics above (pressure jobs with the `dirty_pages`/`writeback_pages`
+//!   series).
 //! - `wakeup.cross_cpu` (us histogram: both directions, CPU 0 waking CPU 1
 //!   and CPU 1 waking CPU 0), `wakeup.cross_cpu.0to1`,
 //!   `wakeup.cross_cpu.1to0` (us, one direction each, waker to sleeper),
@@ -69,9 +86,13 @@ pub mod iogen;
 pub mod loopdev;
 pub mod machine;
 pub mod meminfo;
+pub mod pressure;
+pub mod quiet;
+pub mod spread;
 pub mod sys;
 pub mod tracefs;
 pub mod umount;
+pub mod uring;
 pub mod wakeup;
 
 use std::collections::BTreeMap;
@@ -98,6 +119,10 @@ pub enum Experiment {
     BufferedWrite,
     /// cross-CPU wakeup latency.
     Wakeup,
+    /// io_uring writers at iodepth 1 and 16.
+    Uring,
+    /// writers past the dirty limit and past the memory they may dirty.
+    Pressure,
 }
 
 impl Experiment {
@@ -107,6 +132,8 @@ impl Experiment {
         ("dontcache", Experiment::Dontcache),
         ("buffered-write", Experiment::BufferedWrite),
         ("wakeup", Experiment::Wakeup),
+        ("uring", Experiment::Uring),
+        ("pressure", Experiment::Pressure),
     ];
 
     /// The name on the command line.
@@ -116,6 +143,8 @@ impl Experiment {
             Experiment::Dontcache => "dontcache",
             Experiment::BufferedWrite => "buffered-write",
             Experiment::Wakeup => "wakeup",
+            Experiment::Uring => "uring",
+            Experiment::Pressure => "pressure",
         }
     }
 
@@ -133,8 +162,17 @@ impl Experiment {
 pub struct Options {
     /// The experiment.
     pub experiment: Experiment,
-    /// Repetitions of each measurement.
+    /// Repetitions of each measurement within a round.
     pub repeat: u32,
+    /// Rounds: the whole experiment (every job) run this many times in a
+    /// row, so drift between rounds hits every job alike; the results pool
+    /// the rounds and give each metric's spread across them.
+    pub rounds: u32,
+    /// Refuse to start when the machine is not quiet.
+    pub strict: bool,
+    /// Before the first round, wait up to this long for the machine to be
+    /// quiet (zero: do not wait).
+    pub wait_quiet: std::time::Duration,
     /// Small sizes and one repetition (tests, a first look).
     pub quick: bool,
     /// Where to make the temporary directory (default `$TMPDIR` or /var/tmp).
@@ -199,20 +237,92 @@ pub fn run(opts: &Options) -> anyhow::Result<Results> {
         guard.dir().display()
     ));
     let info = machine::MachineInfo::collect(&guard);
-    let mut ctx = Ctx {
-        guard: &guard,
-        opts,
-        metrics: Metrics::new(),
-        jobs: Vec::new(),
-        notes: Vec::new(),
-        settings: BTreeMap::new(),
-        scenario_tables: String::new(),
-    };
-    match opts.experiment {
-        Experiment::Umount => umount::run(&mut ctx)?,
-        Experiment::Dontcache => dontcache::run(&mut ctx)?,
-        Experiment::BufferedWrite => buffered_write::run(&mut ctx)?,
-        Experiment::Wakeup => wakeup::run(&mut ctx)?,
+    let rounds = opts.rounds.max(1);
+    let limits = quiet::Limits::default();
+    let mut settings = BTreeMap::new();
+    let release = info.live.kernel_release.clone();
+    let mut first = quiet::sample(1, &release);
+    let mut why = quiet::assess(&first, &limits);
+    if !why.is_empty() && !opts.wait_quiet.is_zero() {
+        let start = Instant::now();
+        progress(&format!(
+            "waiting up to {} s for a quiet machine: {}",
+            opts.wait_quiet.as_secs(),
+            why.join("; ")
+        ));
+        while !why.is_empty() && start.elapsed() < opts.wait_quiet {
+            guard.check()?;
+            std::thread::sleep(std::time::Duration::from_secs(5));
+            first = quiet::sample(1, &release);
+            why = quiet::assess(&first, &limits);
+        }
+        settings.insert(
+            "waited for a quiet machine (s)".to_string(),
+            format!("{:.0}", start.elapsed().as_secs_f64()),
+        );
+    }
+    if !why.is_empty() {
+        if opts.strict {
+            bail!(
+                "the machine is not quiet ({}); refusing with --strict",
+                why.join("; ")
+            );
+        }
+        progress(&format!(
+            "warning: the machine is not quiet: {}",
+            why.join("; ")
+        ));
+    }
+    let mut conditions = Vec::new();
+    let mut round_metrics = Vec::new();
+    let mut jobs = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let mut scenario_tables = String::new();
+    for r in 1..=rounds {
+        guard.check()?;
+        let mut cond = if r == 1 {
+            first.clone()
+        } else {
+            quiet::sample(r, &release)
+        };
+        cond.not_quiet = quiet::assess(&cond, &limits);
+        if rounds > 1 {
+            progress(&format!(
+                "round {r} of {rounds} (load {:.2}, {:.0} other runnable)",
+                cond.load_1m, cond.others_running
+            ));
+        }
+        let cpu0 = quiet::cpu_times();
+        let mut ctx = Ctx {
+            guard: &guard,
+            opts,
+            metrics: Metrics::new(),
+            jobs: Vec::new(),
+            notes: Vec::new(),
+            settings: BTreeMap::new(),
+            scenario_tables: String::new(),
+        };
+        match opts.experiment {
+            Experiment::Umount => umount::run(&mut ctx)?,
+            Experiment::Dontcache => dontcache::run(&mut ctx)?,
+            Experiment::BufferedWrite => buffered_write::run(&mut ctx)?,
+            Experiment::Wakeup => wakeup::run(&mut ctx)?,
+            Experiment::Uring => uring::run(&mut ctx)?,
+            Experiment::Pressure => pressure::run(&mut ctx)?,
+        }
+        cond.steal_pct = quiet::steal_pct(cpu0, quiet::cpu_times());
+        conditions.push(cond);
+        if r == 1 {
+            jobs = ctx.jobs;
+            scenario_tables = ctx.scenario_tables;
+        }
+        for n in ctx.notes {
+            if !notes.contains(&n) {
+                notes.push(n);
+            }
+        }
+        settings.extend(ctx.settings);
+        round_metrics.push(ctx.metrics);
     }
     let errs = guard.cleanup();
     if !errs.is_empty() {
@@ -220,35 +330,62 @@ pub fn run(opts: &Options) -> anyhow::Result<Results> {
     }
     guard.check()?;
     let name = format!("probe-{}", opts.experiment.name());
-    let model = info.model_params(&name, &ctx.scenario_tables)?;
+    let model = info.model_params(&name, &scenario_tables)?;
     let mut live = info.live;
     live.experiment = opts.experiment.name().to_string();
     live.command = opts.command.clone();
-    live.settings.extend(ctx.settings);
+    live.settings.extend(settings);
+    live.settings.insert("rounds".into(), rounds.to_string());
     if let Ok(l) = sys::read_trim(std::path::Path::new("/proc/loadavg")) {
         live.settings
             .insert("loadavg at end (/proc/loadavg)".into(), l);
     }
-    live.notes = ctx.notes;
-    let conflicts = ctx.metrics.conflicts();
+    let per_round: Vec<_> = round_metrics
+        .iter()
+        .map(|m| m.summaries(|_| true))
+        .collect();
+    live.spread = spread::spread(&per_round);
+    let busy: Vec<String> = conditions
+        .iter()
+        .filter(|c| !c.not_quiet.is_empty())
+        .map(|c| format!("round {}: {}", c.round, c.not_quiet.join(", ")))
+        .collect();
+    if busy.is_empty() {
+        notes.push(format!(
+            "quiet: every round started with a 1-minute load below {:.2}, at most {:.1} other \
+             runnable task(s) and CPU steal at most {:.1}% (live.rounds)",
+            limits.max_load_1m, limits.max_others_running, limits.max_steal_pct
+        ));
+    } else {
+        notes.push(format!(
+            "NOT QUIET (live.rounds; load from the probe's own previous round counts too): {}",
+            busy.join("; ")
+        ));
+    }
+    if rounds > 1 {
+        notes.push(format!(
+            "{rounds} rounds, each running every job once in turn; metrics pool the rounds \
+             (histograms: every value; scalars: the mean of the rounds), live.spread gives \
+             each metric's min/median/max across rounds; jobs[] and series are round 1's"
+        ));
+    }
+    live.rounds = conditions;
+    let metrics = Metrics::merge_rounds(&round_metrics);
+    let conflicts = metrics.conflicts();
     if !conflicts.is_empty() {
-        live.notes.push(format!(
+        notes.push(format!(
             "metric recording conflicts (a probe bug): {}",
             conflicts.join("; ")
         ));
     }
+    live.notes = notes;
     let host = Host {
         wall_time_s: t0.elapsed().as_secs_f64(),
         date: date_utc(),
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
     Ok(Results::from_probe(
-        &name,
-        model,
-        &ctx.metrics,
-        ctx.jobs,
-        host,
-        live,
+        &name, model, &metrics, jobs, host, live,
     ))
 }
 

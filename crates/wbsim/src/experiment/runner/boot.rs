@@ -15,12 +15,9 @@ use crate::model::fs::ext4::Ext4;
 use crate::model::fs::tmpfs::Tmpfs;
 use crate::model::fs::xfs::Xfs;
 use crate::model::fs::Filesystem;
-use crate::model::init::MachineConfig;
-use crate::model::kernel::rcu::RcuParams;
 use crate::model::kernel::sched::CgroupId;
 use crate::model::machine::Machine;
 use crate::model::mm::backing_dev::BdiSettings;
-use crate::model::mm::page_writeback::VmDirtyParams;
 use crate::workload::fio;
 use crate::workload::fio_exec::JobSet;
 use crate::workload::world::{FsEntry, World};
@@ -52,25 +49,7 @@ pub fn filesystem_type(t: FsType) -> Rc<dyn Filesystem> {
 
 /// Boots the machine of `scenario` under `variant`.
 pub fn boot(sim: &Sim, scenario: &Scenario, variant: &ResolvedVariant) -> Result<Booted, String> {
-    let mc = &variant.machine;
-    let mut cfg = MachineConfig::new(mc.cpus as usize, mc.memory_bytes);
-    cfg.hz = u64::from(mc.hz);
-    let mut rcu = RcuParams::for_kernel(mc.preempt_rt);
-    rcu.rcu_normal_after_boot = mc.rcu_normal_after_boot;
-    cfg.rcu = rcu;
-    let s = &variant.sysctl;
-    cfg.dirty = VmDirtyParams {
-        dirty_ratio: u64::from(s.dirty_ratio),
-        dirty_background_ratio: u64::from(s.dirty_background_ratio),
-        dirty_bytes: s.dirty_bytes,
-        dirty_background_bytes: s.dirty_background_bytes,
-        dirty_expire_centisecs: u64::from(s.dirty_expire_centisecs),
-        dirty_writeback_centisecs: u64::from(s.dirty_writeback_centisecs),
-    };
-    cfg.policies = variant.policies;
-    cfg.process_start_ns = mc.process_start_ns;
-    cfg.wakeup_latency_ns = mc.wakeup_latency_ns;
-    let m = Machine::new(sim, cfg)?;
+    let m = Machine::new(sim, variant.machine.clone())?;
 
     let mut devices = BTreeMap::new();
     let mut bdi_settings = BTreeMap::new();
@@ -78,15 +57,7 @@ pub fn boot(sim: &Sim, scenario: &Scenario, variant: &ResolvedVariant) -> Result
         let dev = BlockDevice::new(sim, &d.name, d.params.clone());
         dev.start_driver_worker(m.sched());
         devices.insert(d.name.clone(), dev);
-        bdi_settings.insert(
-            d.name.clone(),
-            BdiSettings {
-                strict_limit: d.bdi.strict_limit,
-                max_bytes: d.bdi.max_bytes.unwrap_or(0),
-                min_ratio: d.bdi.min_ratio,
-                max_ratio: d.bdi.max_ratio,
-            },
-        );
+        bdi_settings.insert(d.name.clone(), d.bdi.clone());
     }
 
     let mut cgroups = BTreeMap::new();

@@ -53,10 +53,8 @@ impl State {
     fn sample(self: &Rc<Self>) {
         let m = &self.world.m;
         let now = m.now();
-        let (dirty, writeback, cached) = {
-            let vm = m.mm().vm();
-            (vm.nr_file_dirty, vm.nr_writeback, vm.nr_file_pages)
-        };
+        let vm = m.vm_counters();
+        let (dirty, writeback, cached) = (vm.nr_file_dirty, vm.nr_writeback, vm.nr_file_pages);
         let th = m.dirty_thresholds();
         {
             let mut s = self.samples.borrow_mut();

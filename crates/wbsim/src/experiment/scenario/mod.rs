@@ -9,7 +9,8 @@
 //!                 quick_duration, quick_repeat (the `--quick` form)
 //! [machine]       cpus, memory, preempt_rt, rcu_normal_after_boot, hz, process_start,
 //!                 wakeup_latency
-//! [sysctl]        dirty_ratio, dirty_background_ratio, dirty_bytes, ... (kernel defaults)
+//! [sysctl]        dirty_ratio, dirty_background_ratio, dirty_bytes, ... (kernel defaults,
+//!                 written through the model's sysctl handlers)
 //! [[device]]      name, profile, write_bw, read_bw, write_lat, read_lat, queue_depth,
 //!                 parallelism, driver_cpu; [device.bdi] strict_limit, max_bytes, min_ratio,
 //!                 max_ratio
@@ -26,7 +27,10 @@
 //! Durations are strings (`"10s"`, `"250ms"`), sizes strings or byte counts
 //! (`"4k"`, `"24g"`; k = 1024): see [`parse_duration`] and [`parse_size`].
 //! Every error names `file:line:col`, the key, and for enumerations and keys
-//! the allowed values. fio job text is stored, not parsed, with its origin
+//! the allowed values. The sections that set a model type (`[machine]`,
+//! `[sysctl]`, `[[device]]`, `[device.bdi]`, variant keys) are read straight
+//! into it by one key table each ([`key_docs`] lists them); there is no
+//! scenario-side copy of the model's configuration types. fio job text is stored, not parsed, with its origin
 //! and line offset ([`FioSource`]) for the fio parser.
 //!
 //! Additions beyond the original brief, each needed by an experiment:
@@ -39,7 +43,9 @@
 
 mod actor;
 mod build;
+mod device;
 mod error;
+mod keys;
 mod machine;
 mod policy;
 mod profiles;
@@ -53,13 +59,16 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::model::mm::backing_dev::BdiSettings;
 pub use actor::{ActorConfig, Repeat, Step, StepOp, STEP_OPS};
+pub use device::bdi_defaults;
 pub use error::{ErrorKind, ScenarioError, SourceMap};
-pub use machine::{MachineConfig, Sysctl, PAGE_SIZE, PROCESS_START_DEFAULT_NS};
+pub use keys::{key_docs, KeyDoc};
+pub use machine::{MachineConfig, VmDirtyParams, PAGE_SIZE, PROCESS_START_DEFAULT_NS};
 pub use policy::{CsumLookup, DetachRelease, DontcacheFlush, Policies, UmountDrain, WbCtxAssign};
 pub use profiles::{builtin_profile, DeviceProfile, PROFILE_NAMES};
 pub use units::{format_duration, format_size, parse_bandwidth, parse_duration, parse_size};
-pub use variant::{Override, ResolvedVariant, SweepConfig, VariantConfig, DEFAULT_VARIANT};
+pub use variant::{ResolvedVariant, SweepConfig, VariantConfig, DEFAULT_VARIANT};
 
 /// A validated scenario.
 #[derive(Clone, Debug)]
@@ -80,10 +89,9 @@ pub struct Scenario {
     /// `[scenario] quick_repeat`: runs per variant under `--quick` (default:
     /// `repeat`; never more).
     pub quick_repeat: u32,
-    /// `[machine]`, before variant overrides.
+    /// `[machine]` with `[sysctl]` in its `dirty` and the pre-change
+    /// policies, before variant overrides.
     pub machine: MachineConfig,
-    /// `[sysctl]`, before variant overrides.
-    pub sysctl: Sysctl,
     /// `[[device]]`, in file order.
     pub devices: Vec<DeviceConfig>,
     /// `[[filesystem]]`, in file order.
@@ -105,7 +113,7 @@ pub struct Scenario {
 }
 
 /// A `[[device]]`: a block device with its profile values after overrides.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceConfig {
     /// Unique name.
@@ -114,37 +122,48 @@ pub struct DeviceConfig {
     pub profile: String,
     /// The values in force (profile, then overrides).
     pub params: DeviceProfile,
-    /// `[device.bdi]`.
-    pub bdi: BdiConfig,
+    /// `[device.bdi]` ([`bdi_defaults`] for unset keys).
+    #[serde(with = "bdi_json")]
+    pub bdi: BdiSettings,
     /// Line of the `[[device]]` header.
     #[serde(skip)]
     pub line: u32,
 }
 
-/// `[device.bdi]`: the backing_dev_info knobs of `/sys/class/bdi/*/`
-/// (`mm/backing-dev.c`): defaults `strict_limit = 0`, `min_ratio = 0`,
-/// `max_ratio = 100`, no `max_bytes`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BdiConfig {
-    /// `BDI_CAP_STRICTLIMIT`: throttle against this bdi's share alone.
-    pub strict_limit: bool,
-    /// `max_bytes`: cap of this bdi's dirty share, bytes (None = none).
-    pub max_bytes: Option<u64>,
-    /// `min_ratio`, percent of the global dirty limit.
-    pub min_ratio: u32,
-    /// `max_ratio`, percent of the global dirty limit.
-    pub max_ratio: u32,
-}
+/// The results document's form of [`BdiSettings`] (schema 1): `max_bytes`
+/// is `null` when there is no cap (0 in the model).
+mod bdi_json {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-impl Default for BdiConfig {
-    fn default() -> BdiConfig {
-        BdiConfig {
-            strict_limit: false,
-            max_bytes: None,
-            min_ratio: 0,
-            max_ratio: 100,
+    use super::BdiSettings;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Json {
+        strict_limit: bool,
+        max_bytes: Option<u64>,
+        min_ratio: u32,
+        max_ratio: u32,
+    }
+
+    pub fn serialize<S: Serializer>(b: &BdiSettings, s: S) -> Result<S::Ok, S::Error> {
+        Json {
+            strict_limit: b.strict_limit,
+            max_bytes: (b.max_bytes != 0).then_some(b.max_bytes),
+            min_ratio: b.min_ratio,
+            max_ratio: b.max_ratio,
         }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BdiSettings, D::Error> {
+        let j = Json::deserialize(d)?;
+        Ok(BdiSettings {
+            strict_limit: j.strict_limit,
+            max_bytes: j.max_bytes.unwrap_or(0),
+            min_ratio: j.min_ratio,
+            max_ratio: j.max_ratio,
+        })
     }
 }
 

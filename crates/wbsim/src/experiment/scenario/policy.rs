@@ -1,55 +1,29 @@
-//! The policy switches: one enum per studied kernel change, held in
-//! [`Policies`], chosen per variant (docs/design.md principle 3).
-//!
-//! Each enum names the code path that differs (docs/experiments.md):
-//! - [`UmountDrain`]: `fs/fs-writeback.c` `cgroup_writeback_umount()`: wait for
-//!   every in-flight inode wb switch (global `isw_nr_in_flight`,
-//!   `synchronize_rcu()` + `flush_workqueue(isw_wq)`) or only this
-//!   superblock's (per-sb counter, `wait_var_event`).
-//! - [`CsumLookup`]: `fs/btrfs/file-item.c` `btrfs_lookup_bio_sums()`: search
-//!   the csum tree's current root with node locks, or its commit root under
-//!   `commit_root_sem` for extents older than the running transaction.
-//! - [`DetachRelease`]: `fs/namespace.c` `namespace_unlock()`:
-//!   `synchronize_rcu_expedited()` inline, or for `MNT_DETACH` a deferred
-//!   release via `queue_rcu_work()`.
-//! - [`WbCtxAssign`]: which writeback context (of `nr_wb_ctx`) an inode uses:
-//!   `i_ino % nr_wb_ctx`, the filesystem's hook (XFS: allocation group), or
-//!   the effort-based idea of docs/kernel-mechanics.md §8.
-//! - [`DontcacheFlush`]: `mm/filemap.c` / `generic_write_sync()` for
-//!   `RWF_DONTCACHE`: start writeback inline, or count pages and kick the
-//!   flusher.
-//!
-//! [`Policies::default`] is the kernel before each change.
+//! The policy switches a variant sets: one key per field of the model's
+//! [`Policies`], its values the `policy_enum!` spellings of
+//! [`crate::model::policy`]. [`Policies::default`] is the kernel before each
+//! change. Not kernel code.
 
 pub use crate::model::policy::{
     CsumLookup, DetachRelease, DontcacheFlush, Policies, UmountDrain, WbCtxAssign, NR_WB_CTX_MAX,
 };
 
-use super::value::{as_choice, as_u32, KeyError};
+use super::keys::{key_table, Choice, Int};
 
-impl Policies {
-    /// The policy keys a variant may set.
-    pub const KEYS: &'static [&'static str] = &[
-        "umount_drain",
-        "csum_lookup",
-        "detach_release",
-        "wb_ctx_assign",
-        "nr_wb_ctx",
-        "dontcache_flush",
-    ];
-
-    /// Sets one policy from its scenario-file key and value.
-    pub(crate) fn set(&mut self, key: &str, v: &toml::Value) -> Result<(), KeyError> {
-        match key {
-            "umount_drain" => self.umount_drain = as_choice(v, UmountDrain::ALL)?,
-            "csum_lookup" => self.csum_lookup = as_choice(v, CsumLookup::ALL)?,
-            "detach_release" => self.detach_release = as_choice(v, DetachRelease::ALL)?,
-            "wb_ctx_assign" => self.wb_ctx_assign = as_choice(v, WbCtxAssign::ALL)?,
-            "nr_wb_ctx" => self.nr_wb_ctx = Some(as_u32(v, 1, NR_WB_CTX_MAX)?),
-            "dontcache_flush" => self.dontcache_flush = as_choice(v, DontcacheFlush::ALL)?,
-            _ => return Err(KeyError::Unknown(Self::KEYS)),
-        }
-        Ok(())
+key_table! {
+    /// The policy keys of `[variants.NAME]`.
+    pub(crate) POLICIES: Policies = "[variants]", required [] {
+        umount_drain: Choice(UmountDrain::ALL) => |p, x| p.umount_drain = x,
+            "E1: how umount waits for in-flight inode wb switches.";
+        csum_lookup: Choice(CsumLookup::ALL) => |p, x| p.csum_lookup = x,
+            "E2: where btrfs looks up data checksums.";
+        detach_release: Choice(DetachRelease::ALL) => |p, x| p.detach_release = x,
+            "E3: how namespace_unlock() releases detached mounts.";
+        wb_ctx_assign: Choice(WbCtxAssign::ALL) => |p, x| p.wb_ctx_assign = x,
+            "E4: how an inode picks its writeback context.";
+        nr_wb_ctx: Int(1, NR_WB_CTX_MAX as u64) => |p, n| p.nr_wb_ctx = Some(n as u32),
+            "E4: writeback contexts per bdi.";
+        dontcache_flush: Choice(DontcacheFlush::ALL) => |p, x| p.dontcache_flush = x,
+            "E5: how RWF_DONTCACHE writes start writeback.";
     }
 }
 

@@ -3,9 +3,10 @@
 //!
 //! `deny_unknown_fields` everywhere: the `toml` crate then reports an unknown
 //! key with its span and the expected keys, which `SourceMap::from_toml`
-//! rewrites. Tables whose keys depend on context (`[machine]`, `[sysctl]`,
-//! variants, filesystem options, actor steps) are kept as spanned maps and
-//! checked key by key.
+//! rewrites. Tables read by a key table (`[machine]`, `[sysctl]`,
+//! `[[device]]`, variants) and those whose keys depend on context
+//! (filesystem options, actor steps) are kept as spanned maps and checked key
+//! by key.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +23,7 @@ pub(crate) struct RawScenarioFile {
     pub machine: Option<Spanned<SpannedTable>>,
     pub sysctl: Option<SpannedTable>,
     #[serde(default)]
-    pub device: Vec<Spanned<RawDevice>>,
+    pub device: Vec<Spanned<RawSection>>,
     #[serde(default)]
     pub filesystem: Vec<Spanned<RawFilesystem>>,
     #[serde(default)]
@@ -31,7 +32,7 @@ pub(crate) struct RawScenarioFile {
     pub job: Vec<Spanned<RawJob>>,
     #[serde(default)]
     pub actor: Vec<Spanned<RawActor>>,
-    pub variants: Option<BTreeMap<Spanned<String>, Spanned<RawVariant>>>,
+    pub variants: Option<BTreeMap<Spanned<String>, Spanned<RawSection>>>,
     pub measure: Option<Spanned<RawMeasure>>,
     pub sweep: Option<Spanned<RawSweep>>,
 }
@@ -46,30 +47,6 @@ pub(crate) struct RawHeader {
     pub seed: Option<Spanned<toml::Value>>,
     pub quick_duration: Option<Spanned<toml::Value>>,
     pub quick_repeat: Option<Spanned<toml::Value>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawDevice {
-    pub name: Spanned<String>,
-    pub profile: Spanned<String>,
-    pub write_bw: Option<Spanned<toml::Value>>,
-    pub read_bw: Option<Spanned<toml::Value>>,
-    pub write_lat: Option<Spanned<toml::Value>>,
-    pub read_lat: Option<Spanned<toml::Value>>,
-    pub queue_depth: Option<Spanned<toml::Value>>,
-    pub parallelism: Option<Spanned<toml::Value>>,
-    pub driver_cpu: Option<Spanned<toml::Value>>,
-    pub bdi: Option<Spanned<RawBdi>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawBdi {
-    pub strict_limit: Option<Spanned<toml::Value>>,
-    pub max_bytes: Option<Spanned<toml::Value>>,
-    pub min_ratio: Option<Spanned<toml::Value>>,
-    pub max_ratio: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -130,15 +107,59 @@ pub(crate) struct RawSweep {
     pub values: Spanned<Vec<Spanned<toml::Value>>>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawVariant {
-    pub umount_drain: Option<Spanned<toml::Value>>,
-    pub csum_lookup: Option<Spanned<toml::Value>>,
-    pub detach_release: Option<Spanned<toml::Value>>,
-    pub wb_ctx_assign: Option<Spanned<toml::Value>>,
-    pub nr_wb_ctx: Option<Spanned<toml::Value>>,
-    pub dontcache_flush: Option<Spanned<toml::Value>>,
-    pub machine: Option<SpannedTable>,
-    pub sysctl: Option<SpannedTable>,
+/// A table whose keys the section's key table checks (`[[device]]`,
+/// `[variants.NAME]`): every value kept with its span, and the sub-tables
+/// named in [`SUBTABLES`] (`[device.bdi]`, a variant's `machine.KEY` and
+/// `sysctl.KEY`) kept with the spans of their own keys.
+#[derive(Default)]
+pub(crate) struct RawSection {
+    pub values: SpannedTable,
+    pub subtables: BTreeMap<Spanned<String>, SpannedTable>,
+}
+
+/// Keys of a [`RawSection`] that hold a table of located keys.
+pub(crate) const SUBTABLES: &[&str] = &["bdi", "machine", "sysctl"];
+
+impl<'de> Deserialize<'de> for RawSection {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawSection;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a table")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawSection, A::Error> {
+                let mut s = RawSection::default();
+                while let Some(k) = map.next_key::<Spanned<String>>()? {
+                    if SUBTABLES.contains(&k.get_ref().as_str()) {
+                        let t: SpannedTable = map.next_value()?;
+                        s.subtables.insert(k, t);
+                    } else {
+                        let v: Spanned<toml::Value> = map.next_value()?;
+                        s.values.insert(k, v);
+                    }
+                }
+                Ok(s)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl RawSection {
+    /// The value of `key`, if set.
+    pub(crate) fn get(&self, key: &str) -> Option<&Spanned<toml::Value>> {
+        self.values
+            .iter()
+            .find(|(k, _)| k.get_ref() == key)
+            .map(|(_, v)| v)
+    }
+
+    /// The sub-table `key` with the span of its key, if set.
+    pub(crate) fn subtable(&self, key: &str) -> Option<(&Spanned<String>, &SpannedTable)> {
+        self.subtables.iter().find(|(k, _)| k.get_ref() == key)
+    }
 }

@@ -8,6 +8,10 @@
 //! every variant (`"nr_wb_ctx"`, `"variants.*.nr_wb_ctx"`) or in one
 //! (`"variants.NAME.KEY"`). Sysctl overrides behave like writes to
 //! `/proc/sys/vm`: setting `dirty_bytes` zeroes `dirty_ratio`.
+//!
+//! Every key is read by the section's key table (`MACHINE`, `SYSCTL`,
+//! `POLICIES`) into the model's [`MachineConfig`]; a variant is read once,
+//! when the file is, and kept resolved.
 
 use std::ops::Range;
 
@@ -15,34 +19,25 @@ use serde::Serialize;
 
 use super::actor::key_error;
 use super::error::{ErrorKind, ScenarioError};
-use super::machine::{MachineConfig, Sysctl};
-use super::policy::Policies;
+use super::machine::{MachineConfig, MACHINE, SYSCTL};
+use super::policy::POLICIES;
 use super::value::KeyError;
 use super::Scenario;
 
 /// The name of the one variant of a scenario without `[variants]`.
 pub const DEFAULT_VARIANT: &str = "default";
 
-/// One key a variant sets.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Override {
-    /// `"umount_drain"`, `"machine.cpus"`, `"sysctl.dirty_ratio"`...
-    pub key: String,
-    /// The value as written.
-    pub value: toml::Value,
-    /// Line of the key.
-    pub line: u32,
-    /// Byte span of the value, for errors.
-    pub(crate) span: Range<usize>,
-}
-
-/// A `[variants.NAME]` table.
+/// A `[variants.NAME]` table, read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VariantConfig {
     /// The name.
     pub name: String,
-    /// What it sets, in file order.
-    pub overrides: Vec<Override>,
+    /// The machine (with sysctls and policies) after its overrides, before
+    /// any sweep.
+    pub machine: MachineConfig,
+    /// The machine at each `[sweep]` point, if the sweep applies to this
+    /// variant (empty otherwise).
+    pub points: Vec<MachineConfig>,
     /// Line of the table header (0 for the implicit default).
     pub line: u32,
 }
@@ -64,7 +59,7 @@ pub struct SweepConfig {
     pub(crate) value_spans: Vec<Range<usize>>,
 }
 
-/// A variant ready to run: everything the model needs that variants change.
+/// A variant ready to run: the machine the model boots.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ResolvedVariant {
     /// The variant's name.
@@ -72,38 +67,58 @@ pub struct ResolvedVariant {
     /// Name plus sweep point, e.g. `"ino_mod[nr_wb_ctx=4]"` (the results'
     /// `variant` field).
     pub label: String,
-    /// The policies in force.
-    pub policies: Policies,
-    /// The machine in force.
+    /// The machine in force, with its sysctls (`machine.dirty`) and policies
+    /// (`machine.policies`).
     pub machine: MachineConfig,
-    /// The sysctls in force.
-    pub sysctl: Sysctl,
     /// The sweep key and value applied, if any.
     pub sweep: Option<(String, String)>,
 }
 
-/// Applies one override key (`policy`, `machine.KEY`, `sysctl.KEY`).
-pub(crate) fn apply(
-    target: &str,
-    v: &toml::Value,
-    p: &mut Policies,
+/// Sets one override key (`POLICY`, `machine.KEY`, `sysctl.KEY`) through
+/// its section's table.
+pub(crate) fn set_override(
     m: &mut MachineConfig,
-    s: &mut Sysctl,
+    key: &str,
+    v: &toml::Value,
 ) -> Result<(), KeyError> {
-    if let Some(k) = target.strip_prefix("machine.") {
-        m.set(k, v)
-    } else if let Some(k) = target.strip_prefix("sysctl.") {
-        s.set(k, v)
+    if let Some(k) = key.strip_prefix("machine.") {
+        MACHINE.set(m, k, v)
+    } else if let Some(k) = key.strip_prefix("sysctl.") {
+        SYSCTL.set(&mut m.dirty, k, v)
     } else {
-        p.set(target, v)
+        POLICIES.set(&mut m.policies, key, v)
     }
+}
+
+/// Reads the sweep's values on top of each variant it applies to, once:
+/// [`VariantConfig::points`].
+pub(crate) fn apply_sweep(
+    src: &super::error::SourceMap,
+    variants: &mut [VariantConfig],
+    sweep: Option<&SweepConfig>,
+) -> Result<(), ScenarioError> {
+    let Some(s) = sweep else {
+        return Ok(());
+    };
+    for var in variants {
+        if s.variant.as_deref().is_some_and(|n| n != var.name) {
+            continue;
+        }
+        for (v, span) in s.values.iter().zip(&s.value_spans) {
+            let mut m = var.machine.clone();
+            set_override(&mut m, &s.target, v)
+                .map_err(|e| key_error(src, span, "values", "[sweep]", e))?;
+            var.points.push(m);
+        }
+    }
+    Ok(())
 }
 
 /// Every key a variant or sweep may set.
 pub(crate) fn override_keys() -> Vec<String> {
-    let mut keys: Vec<String> = Policies::KEYS.iter().map(|k| k.to_string()).collect();
-    keys.extend(MachineConfig::KEYS.iter().map(|k| format!("machine.{k}")));
-    keys.extend(Sysctl::KEYS.iter().map(|k| format!("sysctl.{k}")));
+    let mut keys: Vec<String> = POLICIES.names.iter().map(|k| k.to_string()).collect();
+    keys.extend(MACHINE.names.iter().map(|k| format!("machine.{k}")));
+    keys.extend(SYSCTL.names.iter().map(|k| format!("sysctl.{k}")));
     keys
 }
 
@@ -147,14 +162,7 @@ impl Scenario {
                 ),
             ));
         };
-        let where_ = format!("[variants.{name}]");
-        let mut policies = Policies::default();
-        let mut machine = self.machine.clone();
-        let mut sysctl = self.sysctl.clone();
-        for o in &var.overrides {
-            apply(&o.key, &o.value, &mut policies, &mut machine, &mut sysctl)
-                .map_err(|e| key_error(src, &o.span, &o.key, &where_, e))?;
-        }
+        let mut machine = var.machine.clone();
         let mut label = name.to_string();
         let mut sweep = None;
         if let (Some(i), Some(s)) = (point, &self.sweep) {
@@ -167,10 +175,8 @@ impl Scenario {
                     ),
                 ));
             };
-            if s.variant.as_deref().is_none_or(|n| n == name) {
-                let span = s.value_spans.get(i).cloned().unwrap_or(0..0);
-                apply(&s.target, v, &mut policies, &mut machine, &mut sysctl)
-                    .map_err(|e| key_error(src, &span, "values", "[sweep]", e))?;
+            if let Some(m) = var.points.get(i) {
+                machine = m.clone();
                 let shown = value_label(v);
                 label = format!("{name}[{}={shown}]", s.target);
                 sweep = Some((s.target.clone(), shown));
@@ -181,7 +187,7 @@ impl Scenario {
             if let Some(&cpu) = c
                 .cpus
                 .as_ref()
-                .and_then(|l| l.iter().find(|&&n| n >= machine.cpus))
+                .and_then(|l| l.iter().find(|&&n| n as usize >= machine.cpus))
             {
                 return Err(ScenarioError {
                     origin: src.origin().to_string(),
@@ -201,9 +207,7 @@ impl Scenario {
         Ok(ResolvedVariant {
             name: name.to_string(),
             label,
-            policies,
             machine,
-            sysctl,
             sweep,
         })
     }

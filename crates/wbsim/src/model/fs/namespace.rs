@@ -45,9 +45,10 @@ use std::rc::{Rc, Weak};
 use sim::Time;
 
 use crate::model::block::BlockDevice;
-use crate::model::fs::super_::{deactivate_super, sget};
+use crate::model::fs::super_::{deactivate_super, flags as super_flags, sget};
 use crate::model::fs::vfs::Filesystem;
 use crate::model::fs::vfs::Machine;
+use crate::model::fs::vfs::SuperBlock;
 pub use crate::model::fs::vfs::{MntNamespace, Mount, NsStats};
 use crate::model::kernel::locking::rwsem::WriteGuard;
 use crate::model::kernel::workqueue::{queue_delayed_work, queue_rcu_work, DelayedWork, RcuWork};
@@ -102,11 +103,15 @@ pub fn lookup_mount(m: &Machine, mountpoint: &str) -> Option<Rc<Mount>> {
 
 // -------------------------------------------------------------------- mount
 
-/// mount(2) of a new filesystem (`do_new_mount` -> `vfs_get_tree` ->
-/// `vfs_create_mount` -> `do_add_mount`): claims `device` exclusively
-/// (EBUSY if another holder has it, e.g. a superblock still shutting down),
-/// creates the superblock and attaches a mount at `mountpoint` (EBUSY if a
-/// mount is already there: stacking is not modelled).
+/// mount(2) of a filesystem (`do_new_mount` -> `vfs_get_tree` ->
+/// `vfs_create_mount` -> `do_add_mount`): if a superblock of this type on
+/// `device` is still alive (e.g. after a lazy umount whose mounts are not yet
+/// released), it is reused (`sget_dev` / `grab_super`); if it is shutting
+/// down but still listed, the mount waits for SB_DEAD. Otherwise claims
+/// `device` exclusively (EBUSY if another holder has it, e.g. a superblock
+/// past the point where sget finds it), creates the superblock and attaches
+/// a mount at `mountpoint` (EBUSY if a mount is already there: stacking is
+/// not modelled).
 pub async fn do_mount(
     m: &Rc<Machine>,
     mountpoint: &str,
@@ -115,6 +120,23 @@ pub async fn do_mount(
     bdi_settings: BdiSettings,
 ) -> Result<Rc<Mount>, Errno> {
     m.sched().cpu(MOUNT_SYSCALL_NS).await;
+    // sget_dev: a live superblock of this type on this device is reused
+    // (grab_super takes an active reference), so the device is not opened
+    // again; one whose last active reference is gone is waited for until
+    // SB_DEAD, and then a new one is set up.
+    if let Some(dev) = &device {
+        while let Some(old) = m.vfs().supers().into_iter().find(|s| {
+            s.fs.name() == fs.name() && s.device.as_ref().is_some_and(|d| d.name() == dev.name())
+        }) {
+            if grab_super(&old) {
+                return attach_mount(m, mountpoint, old, None).await;
+            }
+            let o = old.clone();
+            m.vars()
+                .wait_var_event(m.sim(), old.s_flags_key(), move || o.dead())
+                .await;
+        }
+    }
     // get_tree_bdev: open the device with the superblock as exclusive holder.
     let claim = m.new_id();
     if let Some(dev) = &device {
@@ -137,6 +159,41 @@ pub async fn do_mount(
         dev.bd_release(claim);
         let _ = dev.bd_claim(sb.id, &format!("sb {} ({})", mountpoint, sb.fs.name()));
     }
+    attach_mount(m, mountpoint, sb, Some(guard)).await
+}
+
+/// `grab_super`: an active reference on a superblock that still has one
+/// (not shutting down). False if its last active reference is gone.
+fn grab_super(sb: &Rc<SuperBlock>) -> bool {
+    let live = sb.s_active.get() > 0 && sb.s_flags.get() & super_flags::SB_DYING == 0;
+    if live {
+        sb.s_active.set(sb.s_active.get() + 1);
+    }
+    live
+}
+
+/// `vfs_create_mount` + `do_add_mount`: a mount of `sb` attached at
+/// `mountpoint` under `namespace_sem` (taken here unless the caller holds
+/// it). EBUSY if a mount is already there (the active reference on `sb` is
+/// dropped again).
+async fn attach_mount(
+    m: &Rc<Machine>,
+    mountpoint: &str,
+    sb: Rc<SuperBlock>,
+    guard: Option<WriteGuard>,
+) -> Result<Rc<Mount>, Errno> {
+    let guard = match guard {
+        Some(g) => g,
+        None => {
+            let g = m.vfs().ns().namespace_sem.down_write().await;
+            if m.vfs().ns().mounts.borrow().contains_key(mountpoint) {
+                namespace_unlock(m, g, false).await;
+                deactivate_super(m, &sb).await;
+                return Err(Errno::EBUSY);
+            }
+            g
+        }
+    };
     let mnt = Rc::new(Mount {
         id: m.new_id(),
         mountpoint: mountpoint.to_string(),

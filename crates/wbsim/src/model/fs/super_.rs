@@ -137,6 +137,8 @@ pub async fn deactivate_locked_super(m: &Rc<Machine>, sb: &Rc<SuperBlock>, guard
     m.sched().cpu(SHUTDOWN_SUPER_BASE_NS).await;
     sb.s_flags.set(sb.s_flags.get() | flags::SB_DEAD);
     sb.s_dead_at.set(Some(m.now()));
+    // super_wake(sb, SB_DEAD): mounts waiting in sget_dev retry.
+    m.vars().wake_up_var(sb.s_flags_key());
     m.sim().trace("sb_shutdown_end", || {
         format!("sb {} ({}) {}", sb.id, sb.fs.name(), sb.name)
     });

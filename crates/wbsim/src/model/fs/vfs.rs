@@ -27,7 +27,7 @@ use crate::model::kernel::locking::lock_stat::LockStats;
 use crate::model::kernel::locking::RwSemaphore;
 use crate::model::kernel::rcu::Rcu;
 use crate::model::kernel::sched::Sched;
-use crate::model::kernel::wait::WaitVarTable;
+use crate::model::kernel::wait::{VarKey, WaitVarTable};
 use crate::model::kernel::workqueue::{alloc_workqueue, DelayedWork, Workqueue, WqFlags};
 use crate::model::kernel::{Kernel, KernelParams};
 use crate::model::mm::backing_dev::{Bdi, SyncMode, WbReason};
@@ -311,6 +311,13 @@ impl SuperBlock {
         self.s_flags.get() & flags::SB_ACTIVE != 0
     }
 
+    /// The `wait_var_event` key of `sb->s_flags` (woken at SB_DEAD).
+    pub fn s_flags_key(&self) -> VarKey {
+        // Superblock ids are unique machine-wide; the low bits keep room for
+        // other per-superblock variables.
+        VarKey(self.id << 4)
+    }
+
     /// Whether shutdown has finished (SB_DEAD).
     pub fn dead(&self) -> bool {
         self.s_flags.get() & flags::SB_DEAD != 0
@@ -545,7 +552,7 @@ impl Machine {
             &KernelParams {
                 cpus: cfg.cpus,
                 hz: cfg.hz,
-                rcu: cfg.rcu.clone(),
+                rcu: cfg.rcu_params(),
                 wakeup_latency_ns: cfg.wakeup_latency_ns,
             },
         )?);

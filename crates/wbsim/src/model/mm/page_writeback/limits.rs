@@ -46,6 +46,9 @@ pub enum DirtyParamError {
     /// -ERANGE).
     #[error("{name} = {value}: more than 2^32 pages")]
     BytesOutOfRange { name: &'static str, value: u64 },
+    /// `vm.dirty_bytes` below `dirty_bytes_min` (2 pages; the kernel's -EINVAL).
+    #[error("{value} is below the kernel's minimum of 2 pages ({min} bytes)")]
+    BytesBelowMin { value: u64, min: u64 },
     /// CONFIG_HZ of 0 or above 1e9.
     #[error("hz = {0}: must be 1..=1000000000")]
     BadHz(u64),
@@ -151,8 +154,12 @@ pub(super) fn kbps(pages_per_sec: u64) -> u64 {
 // vm sysctls and thresholds
 // ---------------------------------------------------------------------------
 
-/// The `/proc/sys/vm/dirty_*` sysctls (mm/page-writeback.c).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The `/proc/sys/vm/dirty_*` sysctls (mm/page-writeback.c). Write them
+/// through the `set_*` handlers below, which keep the kernel's rules (writing
+/// a `*_bytes` sysctl zeroes its ratio and the reverse); the scenario layer's
+/// `[sysctl]` table calls them. Serialized as the results' `model.sysctl`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct VmDirtyParams {
     /// vm.dirty_ratio, percent of dirtyable memory at which writers are
     /// throttled hard. Default 20. Source: `vm_dirty_ratio`.
@@ -174,6 +181,9 @@ pub struct VmDirtyParams {
     /// wakeup; 0 disables it. Default 500 (5 s). Source: `dirty_writeback_interval`.
     pub dirty_writeback_centisecs: u64,
 }
+
+/// Smallest non-zero `vm.dirty_bytes`, bytes. Source: `dirty_bytes_min`.
+pub const DIRTY_BYTES_MIN: u64 = 2 * PAGE_SIZE;
 
 impl Default for VmDirtyParams {
     fn default() -> Self {
@@ -227,8 +237,16 @@ impl VmDirtyParams {
     }
 
     /// Writes vm.dirty_bytes; like `dirty_bytes_handler()` this clears
-    /// `dirty_ratio`.
+    /// `dirty_ratio`. Values below `dirty_bytes_min` (2 pages) are refused as
+    /// the kernel does, except 0, accepted here as "use the ratio" (the form a
+    /// configuration file writes to leave `dirty_bytes` unset).
     pub fn set_dirty_bytes(&mut self, bytes: u64) -> Result<(), DirtyParamError> {
+        if bytes != 0 && bytes < DIRTY_BYTES_MIN {
+            return Err(DirtyParamError::BytesBelowMin {
+                value: bytes,
+                min: DIRTY_BYTES_MIN,
+            });
+        }
         if div_round_up(bytes, PAGE_SIZE) > u32::MAX as u64 {
             return Err(DirtyParamError::BytesOutOfRange {
                 name: "vm.dirty_bytes",

@@ -1,0 +1,167 @@
+//! `[[device]]` and `[device.bdi]`: a block device starts from a built-in
+//! [`DeviceProfile`] and may override single values; its bdi knobs are the
+//! model's [`BdiSettings`]. Not kernel code.
+
+use toml::Spanned;
+
+use super::build::{check_name, opt};
+use super::error::{ErrorKind, ScenarioError, SourceMap};
+use super::keys::{
+    apply_entries, entries, key_table, Bandwidth, Bool, Duration, Int, Percent, Size,
+};
+use super::profiles::{builtin_profile, PROFILE_NAMES};
+use super::raw::RawSection;
+use super::value::as_str;
+use super::DeviceConfig;
+use crate::model::block::DeviceProfile;
+use crate::model::mm::backing_dev::BdiSettings;
+
+key_table! {
+    /// The profile values a `[[device]]` may override.
+    pub(crate) DEVICE: DeviceProfile = "[[device]]", required [] {
+        write_bw: Bandwidth => |p, n| p.write_bw_bytes_per_sec = n,
+            "Write bandwidth, bytes/s.";
+        read_bw: Bandwidth => |p, n| p.read_bw_bytes_per_sec = n,
+            "Read bandwidth, bytes/s.";
+        write_lat: Duration => |p, ns| p.write_latency_ns = ns,
+            "Write latency.";
+        read_lat: Duration => |p, ns| p.read_latency_ns = ns,
+            "Read latency.";
+        queue_depth: Int(1, 65536) => |p, n| p.queue_depth = n as u32,
+            "Requests in flight.";
+        parallelism: Int(1, 65536) => |p, n| p.parallelism = n as u32,
+            "Requests served at once.";
+        driver_cpu: Duration => |p, ns| p.driver_cpu_ns = ns,
+            "Driver CPU time per request.";
+    }
+}
+
+key_table! {
+    /// `[device.bdi]`: the `/sys/class/bdi/*/` knobs (`mm/backing-dev.c`).
+    pub(crate) BDI: BdiSettings = "[device.bdi]", required [] {
+        strict_limit: Bool => |b, x| b.strict_limit = x,
+            "BDI_CAP_STRICTLIMIT: throttle against this bdi's share alone.";
+        max_bytes: Size(0) => |b, n| b.max_bytes = n,
+            "Cap of this bdi's dirty share, bytes (0 = none).";
+        min_ratio: Percent => |b, n| b.min_ratio = n as u32,
+            "min_ratio, percent of the global dirty limit.";
+        max_ratio: Percent => |b, n| b.max_ratio = n as u32,
+            "max_ratio, percent of the global dirty limit.";
+    }
+}
+
+/// The bdi knobs of a new device, as `bdi_init()` leaves them
+/// (`mm/backing-dev.c`): no strict limit, `min_ratio = 0`, `max_ratio = 100`,
+/// no `max_bytes`.
+pub fn bdi_defaults() -> BdiSettings {
+    BdiSettings {
+        max_ratio: 100,
+        ..BdiSettings::default()
+    }
+}
+
+/// Keys of `[[device]]` besides the profile values.
+const DEVICE_OWN_KEYS: &[&str] = &["name", "profile"];
+
+/// One `[[device]]`.
+pub(crate) fn read_device(
+    src: &SourceMap,
+    d: &Spanned<RawSection>,
+) -> Result<DeviceConfig, ScenarioError> {
+    let r = d.get_ref();
+    let name_v = required_str(src, r, d, "name")?;
+    let name = check_name(src, &name_v, "[[device]]")?;
+    let w = format!("[[device]] '{name}'");
+    let profile = required_str(src, r, d, "profile")?;
+    let Some(mut params) = builtin_profile(profile.get_ref()) else {
+        return Err(src.error(
+            &profile.span(),
+            Some("profile"),
+            ErrorKind::UnknownValue,
+            format!(
+                "invalid 'profile' in {w}: '{}' is not a built-in profile (expected one of: {})",
+                profile.get_ref(),
+                PROFILE_NAMES.join(", ")
+            ),
+        ));
+    };
+    let values: Vec<_> = entries(&r.values, "")
+        .into_iter()
+        .filter(|e| !DEVICE_OWN_KEYS.contains(&e.key.as_str()))
+        .collect();
+    if let Some(e) = values.iter().find(|e| DEVICE.key(&e.key).is_none()) {
+        return Err(src.error(
+            &e.key_span,
+            Some(&e.key),
+            ErrorKind::UnknownKey,
+            format!(
+                "key '{}' unknown in [[device]] (expected one of: name, profile, {}, bdi)",
+                e.key,
+                DEVICE.names.join(", ")
+            ),
+        ));
+    }
+    if let Some((k, _)) = r.subtables.iter().find(|(k, _)| k.get_ref() != "bdi") {
+        return Err(src.error(
+            &k.span(),
+            Some(k.get_ref()),
+            ErrorKind::UnknownKey,
+            format!(
+                "key '{}' unknown in [[device]] (expected one of: name, profile, {}, bdi)",
+                k.get_ref(),
+                DEVICE.names.join(", ")
+            ),
+        ));
+    }
+    apply_entries(src, &w, &mut params, &values, |p, k, v| DEVICE.set(p, k, v))?;
+    let mut bdi = bdi_defaults();
+    if let Some((key, t)) = r.subtable("bdi") {
+        let wb = format!("[device.bdi] of '{name}'");
+        let es = entries(t, "");
+        apply_entries(src, &wb, &mut bdi, &es, |b, k, v| BDI.set(b, k, v))?;
+        if bdi.min_ratio > bdi.max_ratio {
+            let span = es
+                .iter()
+                .find(|e| e.key == "min_ratio")
+                .map_or(key.span(), |e| e.value_span.clone());
+            return Err(src.error(
+                &span,
+                Some("min_ratio"),
+                ErrorKind::OutOfRange,
+                format!(
+                    "'min_ratio' {} exceeds 'max_ratio' {} in {wb}",
+                    bdi.min_ratio, bdi.max_ratio
+                ),
+            ));
+        }
+    }
+    Ok(DeviceConfig {
+        name,
+        profile: profile.get_ref().clone(),
+        params,
+        bdi,
+        line: src.line(d.span().start),
+    })
+}
+
+/// A required string key of a [`RawSection`].
+fn required_str(
+    src: &SourceMap,
+    r: &RawSection,
+    section: &Spanned<RawSection>,
+    key: &str,
+) -> Result<Spanned<String>, ScenarioError> {
+    let Some(v) = r.get(key) else {
+        return Err(src.error(
+            &section.span(),
+            Some(key),
+            ErrorKind::MissingKey,
+            format!("missing key '{key}' in [[device]]"),
+        ));
+    };
+    let s = opt(src, &Some(v.clone()), key, "[[device]]", |x| {
+        as_str(x).map(str::to_string)
+    })?
+    .unwrap_or_default();
+    Ok(Spanned::new(v.span(), s))
+}
