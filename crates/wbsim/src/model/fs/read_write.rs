@@ -118,7 +118,18 @@ pub async fn vfs_write(
     if fl.direct {
         direct_io(m, f, pos, len, true).await;
     } else {
+        // inode_lock for the whole buffered write; IOCB_NOWAIT only tries
+        // (xfs_ilock_iocb) and gets EAGAIN.
+        let iolock = if fl.nowait {
+            match f.inode.i_rwsem.down_write_trylock() {
+                Some(g) => g,
+                None => return Err(IoError::Again),
+            }
+        } else {
+            f.inode.i_rwsem.down_write().await
+        };
         generic_perform_write(m, task, f, pos, len, fl).await?;
+        drop(iolock);
     }
     let mut st = f.inode.st.borrow_mut();
     st.i_size = st.i_size.max(pos + len);

@@ -351,7 +351,11 @@ impl SuperBlock {
             m.locks().class(&format!("{}:i_lock", self.fs.name())),
             m.sched(),
         );
-        let inode = Inode::new(ino, self.id, base, m.now(), ilock);
+        let i_rwsem = RwSemaphore::new(
+            m.locks().class(&format!("{}:i_rwsem", self.fs.name())),
+            m.sched(),
+        );
+        let inode = Inode::new(ino, self.id, base, m.now(), (i_rwsem, ilock));
         self.inodes.borrow_mut().insert(ino, inode.clone());
         inode
     }

@@ -247,11 +247,33 @@ pub enum WritebackEffort {
     Delalloc,
 }
 
+/// The mkfs and mount options the model reads (xfs(5), mkfs.xfs(8)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XfsOptions {
+    /// `mkfs.xfs -d agcount=, agsize=`.
+    pub geo: XfsGeometry,
+    /// `allocsize=`: fixed speculative preallocation beyond EOF, pages.
+    /// None: the dynamic default ([`XFS_PREALLOC_MIN_PAGES`] and doubling).
+    pub allocsize_pages: Option<u64>,
+    /// `logbsize=`: bytes of one iclog write ([`XFS_ICLOG_BYTES`] by default).
+    pub logbsize: u64,
+}
+
+impl Default for XfsOptions {
+    fn default() -> Self {
+        XfsOptions {
+            geo: XfsGeometry::default(),
+            allocsize_pages: None,
+            logbsize: XFS_ICLOG_BYTES,
+        }
+    }
+}
+
 /// The XFS filesystem type.
 #[derive(Default)]
 pub struct Xfs {
-    /// Geometry of filesystems made with this type (`mkfs.xfs` options).
-    geo: XfsGeometry,
+    /// Options of filesystems made and mounted with this type.
+    opts: XfsOptions,
     /// Per superblock, the AG state, created at first use.
     mounts: RefCell<BTreeMap<u64, Rc<XfsMount>>>,
     /// Superblocks with log items not yet forced to disk (metadata dirtied by
@@ -270,8 +292,16 @@ impl Xfs {
 
     /// XFS whose filesystems have geometry `geo` (`agcount`, `agsize`).
     pub fn with_geometry(geo: XfsGeometry) -> Self {
-        Xfs {
+        Self::with_options(XfsOptions {
             geo,
+            ..XfsOptions::default()
+        })
+    }
+
+    /// XFS made and mounted with `opts`.
+    pub fn with_options(opts: XfsOptions) -> Self {
+        Xfs {
+            opts,
             ..Self::default()
         }
     }
@@ -281,7 +311,7 @@ impl Xfs {
         self.mounts
             .borrow_mut()
             .entry(sb.id)
-            .or_insert_with(|| Rc::new(XfsMount::new(m, self.geo)))
+            .or_insert_with(|| Rc::new(XfsMount::new(m, self.opts.geo)))
             .clone()
     }
 
@@ -305,8 +335,9 @@ impl Xfs {
         }
     }
 
-    /// `xfs_log_force(XFS_LOG_SYNC)` writing one iclog with PREFLUSH|FUA.
-    async fn iclog_write(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
+    /// `xfs_log_force(XFS_LOG_SYNC)` writing one iclog (`logbsize` bytes)
+    /// with PREFLUSH|FUA.
+    async fn iclog_write(&self, m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
         m.sched().cpu(XFS_LOG_FORCE_CPU_NS).await;
         if let Some(dev) = &sb.device {
             let flags = BioFlags {
@@ -314,7 +345,7 @@ impl Xfs {
                 fua: true,
                 sync: true,
             };
-            dev.submit_bio_wait(Bio::write(LOG_OFFSET, XFS_ICLOG_BYTES).with_flags(flags))
+            dev.submit_bio_wait(Bio::write(LOG_OFFSET, self.opts.logbsize).with_flags(flags))
                 .await;
         }
     }
@@ -322,7 +353,7 @@ impl Xfs {
     /// A log force: writes the log only if something is in it.
     async fn log_force(&self, m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
         if self.log_dirty.borrow_mut().remove(&sb.id) {
-            Self::iclog_write(m, sb).await;
+            self.iclog_write(m, sb).await;
         }
     }
 }
@@ -467,10 +498,15 @@ impl Filesystem for Xfs {
             drop(ilock);
         })
     }
-    /// `xfs_iomap_prealloc_size` without `allocsize` and with free space
-    /// plentiful: the file's size rounded down to a power of two (so the
-    /// reservation doubles as the file grows), none for files under 64 KiB.
+    /// `xfs_iomap_prealloc_size` with free space plentiful: with
+    /// `allocsize` that size, for files at least that large; without it the
+    /// file's size rounded down to a power of two (so the reservation
+    /// doubles as the file grows), none for files under 64 KiB.
     fn eof_prealloc_pages(&self, size_pages: u64) -> u64 {
+        // allocsize=: no preallocation below that size, then exactly it.
+        if let Some(a) = self.opts.allocsize_pages {
+            return if size_pages < a { 0 } else { a };
+        }
         if size_pages < XFS_PREALLOC_MIN_PAGES {
             return 0;
         }
@@ -534,16 +570,16 @@ impl Filesystem for Xfs {
             };
             // xfs_ail_push_all_sync
             if self.log_dirty.borrow_mut().remove(&sb.id) {
-                Self::iclog_write(m, sb).await;
+                self.iclog_write(m, sb).await;
                 dev.submit_bio_wait(Bio::write(LOG_OFFSET / 2, XFS_AIL_PUSH_BYTES))
                     .await;
             }
             // xfs_log_cover
             for _ in 0..XFS_LOG_COVER_FORCES {
-                Self::iclog_write(m, sb).await;
+                self.iclog_write(m, sb).await;
             }
             // xfs_log_unmount_write
-            Self::iclog_write(m, sb).await;
+            self.iclog_write(m, sb).await;
             // superblock in place, buftarg drain, cache flush
             dev.submit_bio_wait(Bio::write(0, XFS_SB_BYTES)).await;
             dev.flush().await;
