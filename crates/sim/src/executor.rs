@@ -10,20 +10,18 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
-use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+use std::task::{Context, Poll, Waker};
 
 use crate::queue::{EventQueue, Next};
 use crate::rng::{make_rng, SimRng};
 use crate::slab::{Key, Slab};
 use crate::smallfn::SmallFn;
+use crate::task::{ReadyQueue, TaskRef};
 use crate::timers::TimerTable;
 use crate::trace::{TraceEvent, TraceSink};
 use crate::Time;
-
-type BoxFut = Pin<Box<dyn Future<Output = ()>>>;
 
 /// Identity of a task (slot and generation: a finished task's id is never reused
 /// for another task).
@@ -47,63 +45,12 @@ impl fmt::Display for TaskId {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TimerId(Key);
 
-/// What a task's waker points at: the task's id, its queued flag and the ready
-/// queue it goes on. Shared (`Rc`) by every clone of the task's waker.
-struct WakeHandle {
-    task: TaskId,
-    queued: Cell<bool>,
-    ready: Rc<RefCell<VecDeque<Rc<WakeHandle>>>>,
-}
-
-impl WakeHandle {
-    fn wake(self: &Rc<Self>) {
-        if !self.queued.replace(true) {
-            self.ready.borrow_mut().push_back(self.clone());
-        }
-    }
-}
-
-// The wakers of this executor are built on `Rc`, not `Arc`: a simulation and every
-// waker it hands out live on one thread (a `Sim` is `!Send`, and so is every model
-// future, since they hold `Rc`s). `Waker` is `Send + Sync` by type, so this relies
-// on model code never moving a waker to another thread, which nothing in wbsim does
-// (parallelism is only across whole, independent runs).
-static VTABLE: RawWakerVTable = RawWakerVTable::new(w_clone, w_wake, w_wake_by_ref, w_drop);
-
-unsafe fn w_clone(p: *const ()) -> RawWaker {
-    // SAFETY: `p` came from `Rc::as_ptr`/`Rc::into_raw` of a live `Rc<WakeHandle>`
-    // (the waker being cloned keeps it alive); we add one strong count for the clone.
-    unsafe { Rc::increment_strong_count(p as *const WakeHandle) };
-    RawWaker::new(p, &VTABLE)
-}
-unsafe fn w_wake(p: *const ()) {
-    // SAFETY: an owned waker holds one strong count, which we take back here.
-    let h = unsafe { Rc::from_raw(p as *const WakeHandle) };
-    h.wake();
-}
-unsafe fn w_wake_by_ref(p: *const ()) {
-    // SAFETY: the waker is alive for the duration of the call, so is its `Rc`.
-    let h = ManuallyDrop::new(unsafe { Rc::from_raw(p as *const WakeHandle) });
-    h.wake();
-}
-unsafe fn w_drop(p: *const ()) {
-    // SAFETY: an owned waker holds one strong count, released here.
-    unsafe { Rc::decrement_strong_count(p as *const WakeHandle) };
-}
-
-fn waker_of(h: &Rc<WakeHandle>) -> Waker {
-    let p = Rc::into_raw(h.clone()) as *const ();
-    // SAFETY: the vtable's contract holds for `p` (one strong count owned by the
-    // new waker); see the note on `VTABLE` for the single-thread requirement.
-    unsafe { Waker::from_raw(RawWaker::new(p, &VTABLE)) }
-}
-
+/// A live task as the executor's slab keeps it: its cell (header and future,
+/// see `task.rs`) and what only the rare paths read.
 struct Task {
+    cell: TaskRef,
     name: Rc<str>,
-    fut: Option<BoxFut>,
-    handle: Rc<WakeHandle>,
     daemon: bool,
-    cancel_requested: bool,
     waiting_on: Option<Cow<'static, str>>,
 }
 
@@ -119,7 +66,7 @@ struct Inner {
     /// timer calls `wake`), under one borrow.
     core: RefCell<Core>,
     tasks: RefCell<Slab<Task>>,
-    ready: Rc<RefCell<VecDeque<Rc<WakeHandle>>>>,
+    ready: Rc<ReadyQueue>,
     current: Cell<Option<TaskId>>,
     trace: RefCell<TraceSink>,
     trace_on: Cell<bool>,
@@ -275,37 +222,26 @@ impl Sim {
             waiters: RefCell::new(Vec::new()),
         });
         let st = state.clone();
-        let wrapped: BoxFut = Box::pin(async move {
+        let wrapped = async move {
             let r = fut.await;
             *st.result.borrow_mut() = Some(r);
             st.done.set(true);
             for w in st.waiters.borrow_mut().drain(..) {
                 w.wake();
             }
-        });
+        };
         let id = {
             let mut tasks = self.0.tasks.borrow_mut();
-            // Insert a placeholder to learn the key, then fill the handle in.
+            let id = TaskId(tasks.next_key());
+            let cell = TaskRef::new(id, wrapped, self.0.ready.clone());
             let key = tasks.insert(Task {
+                cell: cell.clone(),
                 name: name.clone(),
-                fut: Some(wrapped),
-                handle: Rc::new(WakeHandle {
-                    task: TaskId(Key { idx: 0, gen: 0 }),
-                    queued: Cell::new(false),
-                    ready: self.0.ready.clone(),
-                }),
                 daemon,
-                cancel_requested: false,
                 waiting_on: None,
             });
-            let id = TaskId(key);
-            let t = tasks.get_mut(key).expect("just inserted");
-            t.handle = Rc::new(WakeHandle {
-                task: id,
-                queued: Cell::new(false),
-                ready: self.0.ready.clone(),
-            });
-            t.handle.wake();
+            debug_assert_eq!(key, id.0);
+            cell.wake();
             id
         };
         JoinHandle { id, name, state }
@@ -341,15 +277,16 @@ impl Sim {
         if let Some(id) = self.0.current.get() {
             if let Some(t) = self.0.tasks.borrow_mut().get_mut(id.0) {
                 t.waiting_on = Some(what.into());
+                t.cell.set_waiting();
             }
         }
     }
 
     /// Wakes a task by id (no effect on a finished task).
     pub fn wake(&self, id: TaskId) {
-        let h = self.0.tasks.borrow().get(id.0).map(|t| t.handle.clone());
-        if let Some(h) = h {
-            h.wake();
+        if let Some(t) = self.0.tasks.borrow().get(id.0) {
+            // Only queues it (no model code runs), so under the borrow.
+            t.cell.wake_by_ref();
         }
     }
 
@@ -358,14 +295,17 @@ impl Sim {
     /// soon as its current poll returns. Tasks joining it stay blocked.
     pub fn cancel(&self, id: TaskId) {
         if self.0.current.get() == Some(id) {
-            if let Some(t) = self.0.tasks.borrow_mut().get_mut(id.0) {
-                t.cancel_requested = true;
+            if let Some(t) = self.0.tasks.borrow().get(id.0) {
+                t.cell.request_cancel();
             }
             return;
         }
         let task = self.0.tasks.borrow_mut().remove(id.0);
         // Dropped outside the borrow: dropping a future may cancel timers or wake.
-        drop(task);
+        if let Some(t) = task {
+            t.cell.set_done();
+            t.cell.drop_future();
+        }
     }
 
     // --------------------------------------------------------------- timers
@@ -381,8 +321,9 @@ impl Sim {
     }
 
     /// Wakes `waker` at time `at`.
+    #[inline]
     pub fn wake_at(&self, at: Time, waker: Waker) -> TimerId {
-        self.add_timer(at, SmallFn::new(move || waker.wake()))
+        self.add_timer(at, SmallFn::waker(waker))
     }
 
     #[inline(always)]
@@ -395,6 +336,7 @@ impl Sim {
     }
 
     /// Cancels a pending timer. Returns whether it was still pending.
+    #[inline]
     pub fn cancel_timer(&self, id: TimerId) -> bool {
         let t = self.0.core.borrow_mut().timers.cancel(id.0);
         let pending = t.is_some();
@@ -404,11 +346,13 @@ impl Sim {
     }
 
     /// A future that completes `delay` ns from now.
+    #[inline]
     pub fn sleep(&self, delay: Time) -> Sleep {
         self.sleep_until(self.now().saturating_add(delay))
     }
 
     /// A future that completes at time `at`.
+    #[inline]
     pub fn sleep_until(&self, at: Time) -> Sleep {
         Sleep {
             sim: self.clone(),
@@ -515,14 +459,14 @@ impl Sim {
             if !cond() {
                 return Ok(RunOutcome::Condition);
             }
-            let (time, f) = {
+            let (time, f, next) = {
                 let mut core = self.0.core.borrow_mut();
                 match core.queue.pop_until(limit) {
                     Next::Due(e, next) => {
                         // Started now, the load of the next timer's slot
                         // overlaps this event's work.
                         core.timers.prefetch(next);
-                        (e.time(), core.timers.fire(e.slot()))
+                        (e.time(), core.timers.fire(e.slot()), next)
                     }
                     Next::Empty => {
                         drop(core);
@@ -541,7 +485,17 @@ impl Sim {
             };
             self.0.now.set(time);
             self.0.events.set(self.0.events.get() + 1);
-            f.call();
+            match f.into_waker() {
+                Ok(w) => {
+                    crate::task::wake(w);
+                    // By now the next timer's slot has arrived: if it too
+                    // wakes a task, start loading that task's cell, which
+                    // the poll of the task just woken then overlaps. (Only
+                    // after a task timer: a run of callbacks skips the read.)
+                    self.0.core.borrow().timers.prefetch_woken(next);
+                }
+                Err(f) => f.call(),
+            }
         }
     }
 
@@ -570,68 +524,64 @@ impl Sim {
         }
     }
 
-    #[inline(never)]
+    #[inline]
     fn poll_ready(&self) {
         loop {
             let next = self.0.ready.borrow_mut().pop_front();
-            let Some(handle) = next else { break };
-            handle.queued.set(false);
-            let id = handle.task;
-            let fut = {
-                let mut tasks = self.0.tasks.borrow_mut();
-                match tasks.get_mut(id.0) {
-                    Some(t) => {
-                        t.waiting_on = None;
-                        t.fut.take()
-                    }
-                    None => None,
+            let Some(task) = next else { break };
+            let (done, waiting) = task.dequeued();
+            if done {
+                continue; // finished or cancelled since it was woken
+            }
+            let id = task.id();
+            if waiting {
+                if let Some(t) = self.0.tasks.borrow_mut().get_mut(id.0) {
+                    t.waiting_on = None;
                 }
-            };
-            let Some(mut fut) = fut else { continue };
+            }
             self.0.polls.set(self.0.polls.get() + 1);
-            let waker = ManuallyDrop::new(waker_of_borrowed(&handle));
+            let waker = task.borrowed_waker();
             let mut cx = Context::from_waker(&waker);
             self.0.current.set(Some(id));
-            let res = fut.as_mut().poll(&mut cx);
+            let res = task.poll(&mut cx);
             self.0.current.set(None);
-            let finished = match res {
-                Poll::Ready(()) => true,
-                Poll::Pending => {
-                    let mut tasks = self.0.tasks.borrow_mut();
-                    match tasks.get_mut(id.0) {
-                        Some(t) if !t.cancel_requested => {
-                            t.fut = Some(fut);
-                            fut = Box::pin(std::future::ready(()));
-                            false
-                        }
-                        _ => true,
-                    }
-                }
-            };
-            if finished {
+            if res.is_ready() || task.cancel_requested() {
+                task.set_done();
                 let t = self.0.tasks.borrow_mut().remove(id.0);
                 drop(t);
+                // `task` keeps the cell while its future is dropped.
+                task.drop_future();
             }
-            drop(fut);
         }
     }
 }
 
-/// A waker for polling, without touching the reference count: the caller wraps
-/// it in `ManuallyDrop` and `handle` outlives it.
-fn waker_of_borrowed(h: &Rc<WakeHandle>) -> Waker {
-    let p = Rc::as_ptr(h) as *const ();
-    // SAFETY: `p` points at a live `WakeHandle` for as long as the returned waker
-    // is used (the poll); the waker is never dropped (ManuallyDrop), so no count
-    // is released that was not taken. Clones made during the poll take their own.
-    unsafe { Waker::from_raw(RawWaker::new(p, &VTABLE)) }
-}
-
-/// Keeps `waker_of` in use for callers that want an owned waker for a task.
 impl Sim {
     /// An owned waker for a live task.
     pub fn waker(&self, id: TaskId) -> Option<Waker> {
-        self.0.tasks.borrow().get(id.0).map(|t| waker_of(&t.handle))
+        self.0
+            .tasks
+            .borrow()
+            .get(id.0)
+            .map(|t| t.cell.clone().into_waker())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The simulation is gone: its live tasks' futures are dropped now
+        // (a waker kept elsewhere keeps only the cell, and wakes nothing).
+        // Taken out of the cells first, since a future's drop code may run.
+        let tasks = std::mem::replace(self.tasks.get_mut(), Slab::new());
+        for (_, t) in tasks.iter() {
+            t.cell.set_done();
+            t.cell.drop_future();
+        }
+        drop(tasks);
+        // Tasks still queued hold the queue (through their cells): empty it
+        // so that both are freed.
+        let queued = std::mem::take(&mut *self.ready.borrow_mut());
+        drop(queued);
     }
 }
 
@@ -647,6 +597,7 @@ pub struct Sleep {
 
 impl Future for Sleep {
     type Output = ();
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.sim.now() >= self.deadline {
             self.timer = None;
@@ -661,6 +612,7 @@ impl Future for Sleep {
 }
 
 impl Drop for Sleep {
+    #[inline]
     fn drop(&mut self) {
         if let Some(t) = self.timer.take() {
             self.sim.cancel_timer(t);
@@ -805,7 +757,7 @@ mod tests {
         let sim = Sim::new(1);
         let count = Rc::new(Cell::new(0));
         let (s, c) = (sim.clone(), count.clone());
-        sim.spawn("ticker", async move {
+        let h = sim.spawn("ticker", async move {
             loop {
                 s.sleep(MSEC).await;
                 c.set(c.get() + 1);
@@ -818,6 +770,8 @@ mod tests {
         );
         assert_eq!(count.get(), 7);
         assert_eq!(sim.now(), 7 * MSEC);
+        // The task holds the Sim: end it, or the pair is never freed.
+        h.cancel(&sim);
     }
 
     #[test]
@@ -872,6 +826,19 @@ mod tests {
         assert_eq!(err.blocked[0].name, "stuck");
         assert_eq!(err.blocked[0].waiting_on, "mutex:demo");
         assert!(err.to_string().contains("waiting on mutex:demo"));
+        // The tasks hold the Sim: end them, or they are never freed.
+        let live: Vec<TaskId> = sim
+            .0
+            .tasks
+            .borrow()
+            .iter()
+            .map(|(k, _)| TaskId(k))
+            .collect();
+        assert_eq!(live.len(), 2);
+        for id in live {
+            sim.cancel(id);
+        }
+        assert_eq!(sim.live_tasks(), 0);
     }
 
     #[test]
@@ -963,6 +930,222 @@ mod tests {
         assert!(a.windows(2).all(|w| w[0].time <= w[1].time));
         assert_eq!(a, traced_run(5));
         assert_ne!(a, traced_run(6));
+    }
+
+    /// A future that counts its polls and is pending until `open` is set.
+    fn gate(polls: Rc<Cell<u32>>, open: Rc<Cell<bool>>) -> impl Future<Output = ()> {
+        std::future::poll_fn(move |_cx| {
+            polls.set(polls.get() + 1);
+            if open.get() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+    }
+
+    /// Tasks woken at one instant run in the order they were woken, whatever
+    /// their spawn order or slot.
+    #[test]
+    fn same_instant_wakes_run_in_wake_order() {
+        let sim = Sim::new(1);
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let mut ids = Vec::new();
+        for i in 0..4 {
+            let (l, polled) = (log.clone(), Rc::new(Cell::new(false)));
+            let h = sim.spawn(
+                format!("t{i}"),
+                std::future::poll_fn(move |_cx| {
+                    if polled.replace(true) {
+                        l.borrow_mut().push(i);
+                        Poll::Ready(())
+                    } else {
+                        Poll::Pending
+                    }
+                }),
+            );
+            ids.push(h.id());
+        }
+        let s = sim.clone();
+        let wakers: Vec<Waker> = ids.iter().map(|&id| sim.waker(id).unwrap()).collect();
+        sim.schedule_at(10, move || {
+            s.wake(ids[2]);
+            wakers[0].wake_by_ref();
+            s.wake(ids[3]);
+            wakers[1].wake_by_ref();
+            // Already queued: no effect on the order.
+            wakers[2].wake_by_ref();
+            s.wake(ids[0]);
+        });
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(*log.borrow(), vec![2, 0, 3, 1]);
+    }
+
+    /// Woken several times (by id, by reference, by value) before it runs, a
+    /// task is polled once.
+    #[test]
+    // Wakes a clone by value on purpose (the count moves into the queue).
+    #[allow(clippy::waker_clone_wake)]
+    fn task_woken_many_times_runs_once() {
+        let sim = Sim::new(1);
+        let (polls, open) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(false)));
+        let h = sim.spawn_daemon("gate", gate(polls.clone(), open.clone()));
+        let w = sim.waker(h.id()).unwrap();
+        let s = sim.clone();
+        let id = h.id();
+        sim.schedule_at(5, move || {
+            s.wake(id);
+            w.wake_by_ref();
+            w.clone().wake();
+            w.wake();
+            s.wake(id);
+        });
+        sim.run_until(0).unwrap();
+        assert_eq!(polls.get(), 1);
+        let before = sim.polls();
+        sim.run_until(5).unwrap();
+        assert_eq!(polls.get(), 2);
+        assert_eq!(sim.polls(), before + 1);
+        // Woken again later, it runs again.
+        open.set(true);
+        sim.wake(id);
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(polls.get(), 3);
+        assert!(h.is_finished());
+    }
+
+    /// Wakers that outlive their task (kept by a timer, a queue or a model
+    /// structure) wake nothing and free the task's cell when dropped.
+    #[test]
+    // Wakes a clone by value on purpose (the count moves into the queue).
+    #[allow(clippy::waker_clone_wake)]
+    fn waker_of_finished_task_is_harmless() {
+        let sim = Sim::new(1);
+        let kept = Rc::new(RefCell::new(Vec::new()));
+        let k = kept.clone();
+        let h = sim.spawn(
+            "short",
+            std::future::poll_fn(move |cx| {
+                k.borrow_mut().push(cx.waker().clone());
+                Poll::Ready(7)
+            }),
+        );
+        let other = sim.spawn("other", async {});
+        let late = sim.waker(h.id()).unwrap();
+        // A timer holding a waker fires after the task ended.
+        sim.wake_at(10, late.clone());
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(h.result(), Some(7));
+        assert!(other.is_finished());
+        let polls = sim.polls();
+        let w = kept.borrow_mut().pop().unwrap();
+        w.wake_by_ref();
+        w.clone().wake();
+        w.wake();
+        late.wake_by_ref();
+        sim.wake(h.id());
+        assert!(sim.waker(h.id()).is_none());
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(sim.polls(), polls);
+        drop(late);
+        assert_eq!(sim.live_tasks(), 0);
+    }
+
+    /// A finished task's slot is reused by the next task with a new
+    /// generation: the old task's id and wakers do not reach the new task.
+    #[test]
+    fn reused_slot_does_not_wake_the_new_task() {
+        let sim = Sim::new(1);
+        let first = sim.spawn("first", async {});
+        sim.run().unwrap();
+        let stale_waker = {
+            // A waker taken while the first task was alive would be the same;
+            // take one from a task that ends in the same slot.
+            let (polls, open) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(true)));
+            let h = sim.spawn("second", gate(polls, open));
+            let w = sim.waker(h.id()).unwrap();
+            sim.run().unwrap();
+            assert!(h.is_finished());
+            assert_eq!(h.id().index(), first.id().index());
+            w
+        };
+        let (polls, open) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(false)));
+        let third = sim.spawn_daemon("third", gate(polls.clone(), open));
+        assert_eq!(third.id().index(), first.id().index());
+        assert_ne!(third.id(), first.id());
+        sim.run().unwrap();
+        assert_eq!(polls.get(), 1);
+        stale_waker.wake_by_ref();
+        sim.wake(first.id());
+        stale_waker.wake();
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(polls.get(), 1, "stale waker or id reached the new task");
+        sim.wake(third.id());
+        sim.run().unwrap();
+        assert_eq!(polls.get(), 2);
+    }
+
+    /// A task cancelled after it was woken, before it ran, is not polled, and
+    /// its future is dropped at once.
+    #[test]
+    fn cancelled_while_queued_is_not_polled() {
+        struct Guard(Rc<Cell<bool>>);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                self.0.set(true);
+            }
+        }
+        let sim = Sim::new(1);
+        let dropped = Rc::new(Cell::new(false));
+        let (polls, open) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(false)));
+        let (g, p, o) = (Guard(dropped.clone()), polls.clone(), open.clone());
+        let h = sim.spawn_daemon("victim", async move {
+            let _g = g;
+            gate(p, o).await;
+        });
+        sim.run_until(0).unwrap();
+        assert_eq!(polls.get(), 1);
+        let w = sim.waker(h.id()).unwrap();
+        w.wake_by_ref();
+        h.cancel(&sim);
+        assert!(dropped.get());
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(polls.get(), 1);
+        w.wake();
+        assert_eq!(sim.run(), Ok(RunOutcome::Finished));
+        assert_eq!(polls.get(), 1);
+    }
+
+    /// Dropping a simulation drops the futures of its live tasks, even when a
+    /// waker of one is kept (and woken) after.
+    #[test]
+    fn dropping_the_sim_drops_live_futures() {
+        struct Guard(Rc<Cell<u32>>);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                self.0.set(self.0.get() + 1);
+            }
+        }
+        let dropped = Rc::new(Cell::new(0));
+        let sim = Sim::new(1);
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let g = Guard(dropped.clone());
+            let h = sim.spawn_daemon(format!("d{i}"), async move {
+                let _g = g;
+                std::future::pending::<()>().await;
+            });
+            ids.push(h.id());
+        }
+        sim.run().unwrap();
+        let kept = sim.waker(ids[1]).unwrap();
+        // One of them is queued when the simulation goes.
+        sim.wake(ids[2]);
+        drop(sim);
+        assert_eq!(dropped.get(), 3);
+        kept.wake_by_ref();
+        drop(kept);
+        assert_eq!(dropped.get(), 3);
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod queue;
 mod rng;
 mod slab;
 mod smallfn;
+mod task;
 mod time;
 mod timers;
 mod trace;

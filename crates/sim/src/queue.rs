@@ -429,6 +429,8 @@ mod tests {
     /// run does, limits like `run_until`'s, the size growing to thousands and
     /// draining to empty (so buckets empty and refill) several times.
     #[test]
+    // Safe code, hundreds of thousands of operations: too slow under Miri.
+    #[cfg_attr(miri, ignore)]
     fn matches_reference_heap() {
         for seed in 0..8 {
             let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
@@ -478,6 +480,8 @@ mod tests {
     /// block boundaries at every level up to 4 (delays on a 1 us grid, so
     /// ties are common).
     #[test]
+    // Safe code, hundreds of thousands of operations: too slow under Miri.
+    #[cfg_attr(miri, ignore)]
     fn hold_model_matches_reference() {
         let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(9);
         let mut q = EventQueue::new();

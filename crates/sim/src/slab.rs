@@ -45,6 +45,21 @@ impl<T> Slab<T> {
         }
     }
 
+    /// The key the next [`Slab::insert`] will return.
+    pub fn next_key(&self) -> Key {
+        match self.free.last() {
+            Some(&idx) => Key {
+                idx,
+                gen: self.slots[idx as usize].gen,
+            },
+            None => Key {
+                idx: u32::try_from(self.slots.len())
+                    .expect("slab overflow: more than 2^32 entries"),
+                gen: 0,
+            },
+        }
+    }
+
     pub fn get(&self, key: Key) -> Option<&T> {
         match self.slots.get(key.idx as usize) {
             Some(s) if s.gen == key.gen => s.val.as_ref(),
@@ -99,11 +114,16 @@ mod tests {
         let mut s = Slab::new();
         let a = s.insert(1);
         assert_eq!(s.remove(a), Some(1));
+        let next = s.next_key();
         let b = s.insert(2);
+        assert_eq!(b, next);
         assert_eq!(b.idx, a.idx);
         assert!(s.get(a).is_none());
         assert_eq!(s.get(b), Some(&2));
         assert_eq!(s.remove(a), None);
         assert_eq!(s.len(), 1);
+        let next = s.next_key();
+        assert_eq!(s.insert(3), next);
+        assert_eq!(next.idx, 1);
     }
 }

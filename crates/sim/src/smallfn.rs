@@ -9,6 +9,7 @@
 
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
+use std::task::Waker;
 
 /// Inline capacity, in words.
 const WORDS: usize = 2;
@@ -80,6 +81,49 @@ impl SmallFn {
         }
     }
 
+    /// A callback that wakes `waker` (what a task's timer does). Unlike a
+    /// closure doing the same, it can name the waker ([`SmallFn::waker_ref`]),
+    /// so the run loop can prefetch the task it will wake.
+    #[inline]
+    pub fn waker(waker: Waker) -> Self {
+        const { assert!(size_of::<Waker>() <= size_of::<[usize; WORDS]>()) };
+        const { assert!(align_of::<Waker>() <= align_of::<usize>()) };
+        let mut buf = MaybeUninit::<[usize; WORDS]>::uninit();
+        // SAFETY: a `Waker` fits in `buf` and needs no stricter alignment
+        // (checked at compile time just above).
+        unsafe { std::ptr::write(buf.as_mut_ptr() as *mut Waker, waker) };
+        SmallFn {
+            buf,
+            vtable: &WAKE_VTABLE,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The waker, if this was made by [`SmallFn::waker`].
+    #[inline]
+    pub fn waker_ref(&self) -> Option<&Waker> {
+        if std::ptr::eq(self.vtable, &WAKE_VTABLE) {
+            // SAFETY: only `SmallFn::waker` uses `WAKE_VTABLE` (a `static`,
+            // so its address is unique), and it wrote a `Waker` into `buf`.
+            Some(unsafe { &*(self.buf.as_ptr() as *const Waker) })
+        } else {
+            None
+        }
+    }
+
+    /// The waker, if this was made by [`SmallFn::waker`] (else `self`).
+    #[inline]
+    pub fn into_waker(self) -> Result<Waker, SmallFn> {
+        if self.waker_ref().is_some() {
+            let this = ManuallyDrop::new(self);
+            // SAFETY: `buf` holds a `Waker` (checked just above), moved out
+            // once: `this` is never dropped.
+            Ok(unsafe { std::ptr::read(this.buf.as_ptr() as *const Waker) })
+        } else {
+            Err(self)
+        }
+    }
+
     /// Calls the closure (consuming it).
     #[inline]
     pub fn call(self) {
@@ -88,6 +132,18 @@ impl SmallFn {
         // dropped, so the closure is moved out exactly once (even if it panics).
         unsafe { (this.vtable.call)(this.buf.as_mut_ptr() as *mut u8) }
     }
+}
+
+/// The vtable of [`SmallFn::waker`].
+static WAKE_VTABLE: VTable = VTable {
+    call: wake_impl,
+    drop: drop_impl::<Waker>,
+};
+
+unsafe fn wake_impl(p: *mut u8) {
+    // SAFETY: as in `call_impl`, for the `Waker` written by `SmallFn::waker`.
+    let w = unsafe { std::ptr::read(p as *mut Waker) };
+    w.wake()
 }
 
 impl Drop for SmallFn {
@@ -123,5 +179,40 @@ mod tests {
         drop(never);
         assert_eq!(Rc::strong_count(&hits), 1);
         assert_eq!(hits.get(), 113);
+    }
+
+    /// A waker callback names its waker, wakes it when called, drops it
+    /// otherwise; a closure names none.
+    #[test]
+    fn waker_callback() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        use std::task::Wake;
+        struct Count(AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let w = Waker::from(count.clone());
+        let f = SmallFn::waker(w.clone());
+        // (Compared by data pointer: `will_wake` also compares vtable addresses,
+        // which need not be unique for `std`'s `Arc` wakers.)
+        assert!(f.waker_ref().is_some_and(|x| x.data() == w.data()));
+        assert!(SmallFn::new(|| ()).waker_ref().is_none());
+        assert!(SmallFn::new(|| ()).into_waker().is_err());
+        let Ok(back) = SmallFn::waker(w.clone()).into_waker() else {
+            panic!("a waker callback gave no waker");
+        };
+        assert_eq!(back.data(), w.data());
+        drop(back);
+        assert_eq!(Arc::strong_count(&count), 3);
+        f.call();
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
+        assert_eq!(Arc::strong_count(&count), 2);
+        drop(SmallFn::waker(w));
+        assert_eq!(Arc::strong_count(&count), 1);
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
     }
 }

@@ -102,6 +102,19 @@ impl TimerTable {
         }
     }
 
+    /// If slot `idx` holds a waker of one of this executor's tasks, asks the
+    /// CPU to start loading that task's cell: called one event ahead (once
+    /// the slot itself has arrived, see [`TimerTable::prefetch`]), so that
+    /// the wake and the poll that follow find it in the cache.
+    #[inline(always)]
+    pub fn prefetch_woken(&self, idx: u32) {
+        if let Some(Slot { f: Some(f), .. }) = self.slots.get(idx as usize) {
+            if let Some(w) = f.waker_ref() {
+                crate::task::prefetch_cell(w);
+            }
+        }
+    }
+
     /// The queue entry of slot `idx` popped: frees the slot and returns the
     /// callback, unless the timer was cancelled.
     #[inline]

@@ -57,8 +57,9 @@ fn non_rt_umounts_tmpfs_fast_and_dirty_data_costs_its_write_time() {
         let t = mean(&r, &format!("umount.tmpfs.clean.{mode}.call"));
         assert!(t < 1.0, "tmpfs {mode} took {t} ms");
     }
-    // 64 MiB at the loop-virtio profile's write bandwidth (700 MB/s).
-    let floor = 64.0 * 1048576.0 / 700e6 * 1e3;
+    // 64 MiB at the loop-virtio profile's write bandwidth.
+    let bw = wbsim::model::block::DeviceProfile::loop_virtio().write_bw_bytes_per_sec;
+    let floor = 64.0 * 1048576.0 / bw as f64 * 1e3;
     for fs in ["xfs", "btrfs"] {
         let t = mean(&r, &format!("umount.{fs}.dirty.umount.call"));
         assert!(

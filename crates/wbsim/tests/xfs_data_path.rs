@@ -118,8 +118,10 @@ fn conversions_contend_with_the_writer_on_the_ilock() {
     let r = one_job("5us", "rw=randwrite\nfilesize=64m\nsize=16m\nuncached=1");
     let contended = stat(&r, "lock.xfs:i_lock.read.contentions", "value");
     let acquired = stat(&r, "lock.xfs:i_lock.read.acquisitions", "value");
+    // A large share contends: about half with the 2026-11-25 CPU costs
+    // (every write's lookup did with the earlier, slower ones).
     assert!(
-        contended > 0.5 * acquired,
+        contended > 0.25 * acquired,
         "{contended} of {acquired} shared ILOCK acquisitions contended"
     );
     let over = one_job(

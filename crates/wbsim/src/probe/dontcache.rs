@@ -1,5 +1,5 @@
 //! `wbsim probe dontcache`: buffered vs `RWF_DONTCACHE` writes on the live
-//! kernel (experiments.md E5, single stream, on this machine), into new
+//! kernel (docs/experiments.md E5, single stream, on this machine), into new
 //! empty files and into preallocated ones.
 //!
 //! Not kernel code. For xfs, ext4 and btrfs, each on a fresh sparse image

@@ -1,6 +1,6 @@
 //! The live-kernel probe: runs what this machine's kernel can run of the
 //! experiments, for real, and writes results in the simulator's own format
-//! (DESIGN.md "probe"; experiments.md "Live kernel").
+//! (docs/design.md "Layers"; docs/experiments.md "Live kernel").
 //!
 //! Not kernel code: a harness around the kernel. Linux and root only.
 //! Experiments ([`Experiment`]):

@@ -1,5 +1,5 @@
 //! `wbsim probe umount`: umount and umount -l latency on the live kernel
-//! (experiments.md E3 "lazy-umount" on this machine's non-RT kernel, and the
+//! (docs/experiments.md E3 "lazy-umount" on this machine's non-RT kernel, and the
 //! umount path of E1 without cgroup writeback).
 //!
 //! Not kernel code. For each of tmpfs, xfs and btrfs (the block filesystems

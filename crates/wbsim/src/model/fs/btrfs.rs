@@ -31,17 +31,19 @@ use crate::model::fs::vfs::{Filesystem, FsCosts, LocalBoxFuture};
 use crate::model::kernel::wait::WaitQueue;
 
 /// CPU per page of a buffered write (`btrfs_buffered_write`: space
-/// reservation, extent locking, copy), ns: 3.83 us. Measured with `wbsim probe
-/// dontcache` on the project machine (Linux 6.18,
-/// 2 vCPU, docs/probe/dontcache.json as of commit da9ba12; the later run there,
-/// on a busier machine, has higher p50s): from the p50 completion latency of a
-/// 1 MiB buffered write (S) and a 4 KiB one (R), with 1 us of syscall entry:
-/// per page = (S - R) / 255 = (983.0 - 7.08) / 255 us.
-pub const BTRFS_WRITE_PAGE_NS: Time = 3_830;
+/// reservation, extent locking, copy), ns: 3.02 us. Measured with `wbsim probe
+/// dontcache` on the project machine (Linux 6.18, 2 vCPU; docs/probe/dontcache.json, 3 rounds, 2026-11-25, load at the first round 0.4-0.6):
+/// from the p50 latency of a 1 MiB buffered write (S) and a 4 KiB one (R),
+/// with 1 us of syscall entry: per page = (S - R) / 255 =
+/// (774.1 - 3.7) / 255 us.
+pub const BTRFS_WRITE_PAGE_NS: Time = 3_020;
 /// CPU per buffered write call, besides the per-page work and the syscall
 /// entry (`->write_iter` setup, the filesystem's begin/end of the range,
-/// inode locking, timestamps), ns. Measured like the per-page cost:
-/// R - 1 us - per page = 7.08 - 1 - 3.83 us.
+/// inode locking, timestamps), ns: 2.25 us, from the earlier (busy) run of
+/// commit da9ba12: R - 1 us - per page = 7.08 - 1 - 3.83 us. Not re-derived
+/// from the 2026-11-25 quiet run, where the same method gives a negative
+/// value (3.74 - 1 - 3.02 us): the 1 MiB write's slope holds costs that are
+/// not per page.
 pub const BTRFS_WRITE_CALL_NS: Time = 2_250;
 /// CPU per page submitted by `btrfs_writepages` (extent allocation, ordered
 /// extents, checksumming at submission is left out), ns: 0.8 us. Estimate.

@@ -17,30 +17,27 @@ use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::{Filesystem, FsCosts, LocalBoxFuture};
 
 /// CPU per page of a buffered write (`ext4_da_write_begin`, copy,
-/// `ext4_da_write_end`), ns: 1.17 us. Measured with `wbsim probe dontcache` on
-/// the project machine (Linux 6.18,
-/// 2 vCPU, docs/probe/dontcache.json as of commit da9ba12; the later run there,
-/// on a busier machine, has higher p50s): from the p50 completion latency of a
-/// 1 MiB buffered write (S) and a 4 KiB one (R), with 1 us of syscall entry:
-/// per page = (S - R) / 255 = (303.4 - 4.95) / 255 us.
-pub const EXT4_WRITE_PAGE_NS: Time = 1_170;
+/// `ext4_da_write_end`), ns: 0.62 us. Measured with `wbsim probe dontcache` on
+/// the project machine (Linux 6.18, 2 vCPU; docs/probe/dontcache.json, 3 rounds, 2026-11-25, load at the first round 0.4-0.6):
+/// from the p50 latency of a 1 MiB buffered write (S) and a 4 KiB one (R),
+/// with 1 us of syscall entry: per page = (S - R) / 255 =
+/// (161.0 - 2.5) / 255 us (the 1 MiB job is tailed: mean 473 us).
+pub const EXT4_WRITE_PAGE_NS: Time = 622;
 /// CPU per buffered write call, besides the per-page work and the syscall
 /// entry (`->write_iter` setup, the filesystem's begin/end of the range,
 /// inode locking, timestamps), ns. Measured like the per-page cost:
-/// R - 1 us - per page = 4.95 - 1 - 1.17 us.
-pub const EXT4_WRITE_CALL_NS: Time = 2_780;
+/// R - 1 us - per page = 2.47 - 1 - 0.62 us.
+pub const EXT4_WRITE_CALL_NS: Time = 840;
 /// CPU per page submitted by `ext4_writepages` beyond the per-call cost
-/// below (page walk, bio building), ns: 0.14 us. Measured like xfs's
-/// (docs/probe/dontcache.json as of commit da9ba12): one inline writepages
-/// call cost 48.9 us for a
-/// 1 MiB dontcache write and 12.4 us for a 4 KiB one; per page =
-/// (48.9 - 12.4) / 255 us.
-pub const EXT4_WRITEPAGE_NS: Time = 143;
+/// below (page walk, bio building), ns: 0.10 us. Measured like xfs's
+/// (docs/probe/dontcache.json, 3 rounds, 2026-11-25, load at the first round 0.4-0.6): one inline writepages call cost 31.5 us for a
+/// 1 MiB dontcache write and 5.7 us for a 4 KiB one; per page =
+/// (31.5 - 5.7) / 255 us.
+pub const EXT4_WRITEPAGE_NS: Time = 101;
 /// CPU of one `ext4_writepages` call that writes something, besides its
 /// pages (journal handle, block mapping and allocation, bio setup,
-/// submission), ns: 12.25 us. Measured as above: 12.4 us - 1 page. On a
-/// shared 2-vCPU VM; an upper bound for a quiet machine.
-pub const EXT4_WRITEPAGES_CALL_NS: Time = 12_250;
+/// submission), ns: 5.6 us. Measured as above: 5.7 us - 1 page.
+pub const EXT4_WRITEPAGES_CALL_NS: Time = 5_590;
 /// Bytes written per jbd2 commit (descriptor, metadata blocks, commit block):
 /// 16 KiB, a small transaction.
 pub const EXT4_COMMIT_BYTES: u64 = 16 << 10;

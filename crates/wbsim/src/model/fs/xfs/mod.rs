@@ -73,31 +73,30 @@ use crate::model::policy::WbCtxAssign;
 use ag::{XfsGeometry, XfsMount};
 
 /// CPU per 4 KiB of a buffered write (`iomap_write_begin`, copy into large
-/// folios, `iomap_write_end`), ns: 0.37 us. Measured with `wbsim probe
-/// dontcache` on the project machine (Linux 6.18,
-/// 2 vCPU, docs/probe/dontcache.json as of commit da9ba12; the later run there
-/// gives the same to within 10% for xfs): from the p50 completion latency of a
-/// 1 MiB buffered write (S) and a 4 KiB one (R), with 1 us of syscall entry:
-/// per page = (S - R) / 255 = (98.4 - 3.6) / 255 us.
-pub const XFS_WRITE_PAGE_NS: Time = 370;
+/// folios, `iomap_write_end`), ns: 0.155 us. Measured with `wbsim probe
+/// dontcache` on the project machine (Linux 6.18, 2 vCPU; docs/probe/dontcache.json, 3 rounds, 2026-11-25, load at the first round 0.4-0.6):
+/// from the p50 latency of a 1 MiB buffered write (S) and a sequential 4 KiB
+/// one (R), with 1 us of syscall entry: per page = (S - R) / 255 =
+/// (41.66 - 2.26) / 255 us.
+pub const XFS_WRITE_PAGE_NS: Time = 155;
 /// CPU per buffered write call, besides the per-page work and the syscall
 /// entry (`->write_iter` setup, the filesystem's begin/end of the range,
 /// inode locking, timestamps), ns. Measured like the per-page cost:
-/// R - 1 us - per page = 3.62 - 1 - 0.37 us.
-pub const XFS_WRITE_CALL_NS: Time = 2_250;
+/// R - 1 us - per page = 2.26 - 1 - 0.155 us.
+pub const XFS_WRITE_CALL_NS: Time = 1_110;
 /// CPU per page submitted by `xfs_vm_writepages` beyond the per-call cost
-/// below (page walk, bio building), ns: 0.085 us. Measured with `wbsim probe
-/// dontcache` (docs/probe/dontcache.json), on preallocated files so that no
+/// below (page walk, bio building), ns: 0.037 us. Measured with `wbsim probe
+/// dontcache` (docs/probe/dontcache.json, 3 rounds, 2026-11-25, load at the first round 0.4-0.6), on preallocated files so that no
 /// allocation is in it: an RWF_DONTCACHE write starts writeback of its range
 /// inline, so its p50 latency minus the buffered one is one writepages call:
-/// 25.8 us for a 1 MiB write (seq-dontcache-falloc 121.5 - seq-buffered-falloc
-/// 95.7), 4.0 us for a 4 KiB one; per page = (25.8 - 4.0) / 255 us.
-pub const XFS_WRITEPAGE_NS: Time = 85;
+/// 12.1 us for a 1 MiB write (seq-dontcache-falloc 53.7 - seq-buffered-falloc
+/// 41.7), 2.7 us for a 4 KiB one; per page = (12.1 - 2.7) / 255 us.
+pub const XFS_WRITEPAGE_NS: Time = 37;
 /// CPU of one `xfs_vm_writepages` call that writes something, besides its
 /// pages and any delalloc allocation (the block lookup [`XFS_MAP_BLOCKS_NS`],
-/// ioend and bio setup, submission), ns: 4.0 us. Measured as above:
-/// seq4k-dontcache-falloc p50 7.4 us - seq4k-buffered-falloc p50 3.4 us.
-pub const XFS_WRITEPAGES_CALL_NS: Time = 4_000;
+/// ioend and bio setup, submission), ns: 2.7 us. Measured as above:
+/// seq4k-dontcache-falloc p50 4.97 us - seq4k-buffered-falloc p50 2.28 us.
+pub const XFS_WRITEPAGES_CALL_NS: Time = 2_700;
 /// Part of [`XFS_WRITE_CALL_NS`] under the ILOCK held exclusive
 /// (`xfs_buffered_write_iomap_begin`: data fork lookup and, over a hole, the
 /// delalloc reservation), ns: 0.5 us. Estimate (an extent-tree lookup and a
@@ -110,11 +109,14 @@ pub const XFS_MAP_BLOCKS_NS: Time = 500;
 /// CPU of allocating a delalloc extent's blocks at writeback
 /// (`xfs_bmapi_convert_delalloc`: transaction reservation, the free space
 /// btrees under the AGF lock, bmap insert, commit) under the ILOCK held
-/// exclusive, ns: 17.4 us. Measured with `wbsim probe dontcache`: 4 KiB
-/// RWF_DONTCACHE writes in random order into a new (sparse) file, p50 37.9 us,
-/// against the same into a preallocated file, p50 20.5 us; the difference is
-/// the allocation the inline writepages makes for every page.
-pub const XFS_DELALLOC_ALLOC_NS: Time = 17_400;
+/// exclusive, ns: 26.5 us. Measured with `wbsim probe dontcache`
+/// (docs/probe/dontcache.json, 3 rounds, 2026-11-25, load at the first round 0.4-0.6): 4 KiB RWF_DONTCACHE writes in random order
+/// into a new (sparse) file, p50 33.9 us, against the same into a
+/// preallocated file, p50 7.4 us; the difference is the allocation the inline
+/// writepages makes for every page. The preallocated job is bimodal (its mean
+/// is 24 us: many of its writes wait), so this is the firmest figure the run
+/// gives, not a tight one.
+pub const XFS_DELALLOC_ALLOC_NS: Time = 26_500;
 /// Speculative preallocation beyond EOF: none below this file size, pages
 /// (64 KiB, the default `allocsize` of `xfs_iomap_prealloc_size`).
 pub const XFS_PREALLOC_MIN_PAGES: u64 = 16;
@@ -135,13 +137,13 @@ pub const XFS_TRANS_RESERVE_NS: Time = 2 * USEC;
 /// CIL (`xlog_cil_commit`), then unlocking them, ns: 3 us. Estimate.
 pub const XFS_TRANS_COMMIT_NS: Time = 3 * USEC;
 /// CPU per btree level a transaction walks and logs (buffer lookup and lock,
-/// record insert or update, `xfs_trans_log_buf`), ns: 2.1 us. Derived from
-/// the measured [`XFS_DELALLOC_ALLOC_NS`] (17.4 us): an allocation is one
+/// record insert or update, `xfs_trans_log_buf`), ns: 3.6 us. Derived from
+/// the measured [`XFS_DELALLOC_ALLOC_NS`] (26.5 us): an allocation is one
 /// transaction that updates the bmap btree (2 levels for the ~65k extents
 /// of the probe's random file) and the two free space btrees (bnobt and
 /// cntbt, [`XFS_ALLOC_BTREE_LEVELS`] levels together on a fresh
-/// filesystem): (17.4 - 5) / (2 + 4) us.
-pub const XFS_BTREE_LEVEL_NS: Time = 2_100;
+/// filesystem): (26.5 - 5) / (2 + 4) us.
+pub const XFS_BTREE_LEVEL_NS: Time = 3_600;
 /// Levels of the bnobt and cntbt together that an allocation updates: 4
 /// (two levels each on a fresh filesystem). Estimate.
 pub const XFS_ALLOC_BTREE_LEVELS: u64 = 4;
