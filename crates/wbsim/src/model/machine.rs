@@ -40,7 +40,10 @@ impl Machine {
                     sb: sb.name.clone(),
                     ctx: wb.ctx,
                     pages_written: wb.pages_written_total.get(),
-                    flusher_cpu_ns: wb.flusher_cpu_ns.get(),
+                    flusher_cpu_ns: wb.flusher_cpu_ns.get()
+                        + wb.flusher_running.get().map_or(0, |(t, c0)| {
+                            self.sched().task_stats(t).run_ns.saturating_sub(c0)
+                        }),
                 });
             }
         }

@@ -671,6 +671,7 @@ fn wb_split_bdi_pages(m: &Machine, wb: &Wb, nr_pages: i64) -> i64 {
 pub async fn wb_workfn(m: &Rc<Machine>, wb: &Rc<Wb>) {
     let me = m.sim().current_task();
     let cpu0 = m.sched().task_stats(me).run_ns;
+    wb.flusher_running.set(Some((me, cpu0)));
     loop {
         let pages = wb_do_writeback(m, wb).await;
         m.sim()
@@ -683,6 +684,7 @@ pub async fn wb_workfn(m: &Rc<Machine>, wb: &Rc<Wb>) {
     }
     let cpu = m.sched().task_stats(me).run_ns - cpu0;
     wb.flusher_cpu_ns.set(wb.flusher_cpu_ns.get() + cpu);
+    wb.flusher_running.set(None);
     if !wb.work_list.borrow().is_empty() {
         wb_wakeup(m.mm(), wb);
     } else if wb.has_dirty_io() && m.mm().dirty_params().dirty_writeback_interval_ns() > 0 {
