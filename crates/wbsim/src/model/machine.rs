@@ -11,8 +11,44 @@ pub use crate::model::fs::vfs::Machine;
 use crate::model::mm::page_writeback::limits::DirtyThresholds;
 use crate::model::mm::vmstat::VmStat;
 
+/// What one writeback context of a mounted filesystem's bdi did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WbCtxStat {
+    /// The superblock's name (its mount point).
+    pub sb: String,
+    /// Context index.
+    pub ctx: usize,
+    /// Pages its flusher wrote.
+    pub pages_written: u64,
+    /// CPU its flusher ran, ns.
+    pub flusher_cpu_ns: Time,
+}
+
 impl Machine {
     // ------------------------------------------------------------ observation
+
+    /// Per writeback context of every superblock still on the list with
+    /// writeback: pages written and flusher CPU.
+    pub fn wb_ctx_stats(&self) -> Vec<WbCtxStat> {
+        let mut out = Vec::new();
+        for sb in self.vfs().supers() {
+            if !sb.bdi.can_writeback {
+                continue;
+            }
+            for wb in &sb.bdi.wbs {
+                out.push(WbCtxStat {
+                    sb: sb.name.clone(),
+                    ctx: wb.ctx,
+                    pages_written: wb.pages_written_total.get(),
+                    flusher_cpu_ns: wb.flusher_cpu_ns.get()
+                        + wb.flusher_running.get().map_or(0, |(t, c0)| {
+                            self.sched().task_stats(t).run_ns.saturating_sub(c0)
+                        }),
+                });
+            }
+        }
+        out
+    }
 
     /// The machine's page counters now (`/proc/vmstat`'s file-page part).
     pub fn vm_counters(&self) -> VmStat {

@@ -14,7 +14,7 @@ use std::rc::Rc;
 use hdrhistogram::Histogram;
 use sim::Time;
 
-use crate::model::fs::read_write::{create_file, File};
+use crate::model::fs::read_write::{create_file_in, File};
 use crate::model::fs::super_::SuperBlock;
 use crate::model::kernel::sched::CgroupId;
 use crate::model::machine::Machine;
@@ -164,7 +164,13 @@ impl World {
                 return Ok(f.clone());
             }
         }
-        let f = create_file(&self.m, &sb);
+        // The directory inside the filesystem (XFS places files by it).
+        let rel = path
+            .strip_prefix(fs.mountpoint.trim_end_matches('/'))
+            .unwrap_or(path)
+            .trim_start_matches('/');
+        let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+        let f = create_file_in(&self.m, &sb, dir);
         self.files.borrow_mut().insert(path.to_string(), f.clone());
         Ok(f)
     }

@@ -8,16 +8,19 @@ use std::rc::Rc;
 
 use sim::Sim;
 
-use crate::experiment::scenario::{FilesystemConfig, FsType, ResolvedVariant, Scenario};
+use crate::experiment::scenario::{
+    parse_size, FilesystemConfig, FsOption, FsType, ResolvedVariant, Scenario,
+};
 use crate::model::block::BlockDevice;
 use crate::model::fs::btrfs::Btrfs;
 use crate::model::fs::ext4::Ext4;
 use crate::model::fs::tmpfs::Tmpfs;
-use crate::model::fs::xfs::Xfs;
+use crate::model::fs::xfs::{Xfs, XfsOptions};
 use crate::model::fs::Filesystem;
 use crate::model::kernel::sched::CgroupId;
 use crate::model::machine::Machine;
 use crate::model::mm::backing_dev::BdiSettings;
+use crate::model::mm::vmstat::PAGE_SIZE;
 use crate::workload::fio;
 use crate::workload::fio_exec::JobSet;
 use crate::workload::world::{FsEntry, World};
@@ -38,13 +41,42 @@ pub struct Booted {
 }
 
 /// The model of filesystem type `t`.
-pub fn filesystem_type(t: FsType) -> Rc<dyn Filesystem> {
-    match t {
+pub fn filesystem_type(c: &FilesystemConfig) -> Rc<dyn Filesystem> {
+    match c.fs_type {
         FsType::Tmpfs => Rc::new(Tmpfs),
         FsType::Ext4 => Rc::new(Ext4),
-        FsType::Xfs => Rc::new(Xfs::new()),
+        FsType::Xfs => Rc::new(Xfs::with_options(xfs_options(c))),
         FsType::Btrfs => Rc::new(Btrfs::new()),
     }
+}
+
+/// A size option (`"64k"` or bytes), validated by the scenario reader.
+fn size_option(c: &FilesystemConfig, key: &str) -> Option<u64> {
+    match c.options.get(key)? {
+        FsOption::Int(i) => u64::try_from(*i).ok(),
+        FsOption::Str(s) => parse_size(s).ok(),
+        _ => None,
+    }
+}
+
+/// The xfs options of a `[[filesystem]]` (`agcount`, `agsize`,
+/// `allocsize`, `logbsize`; `inode64` is the only allocator modelled), the
+/// mkfs.xfs and mount defaults for those not given.
+fn xfs_options(c: &FilesystemConfig) -> XfsOptions {
+    let mut o = XfsOptions::default();
+    if let Some(n) = c.option_int("agcount") {
+        o.geo.agcount = u32::try_from(n).unwrap_or(o.geo.agcount);
+    }
+    if let Some(b) = size_option(c, "agsize") {
+        o.geo.agblocks = b / PAGE_SIZE;
+    }
+    if let Some(b) = size_option(c, "allocsize") {
+        o.allocsize_pages = Some((b / PAGE_SIZE).max(1));
+    }
+    if let Some(b) = size_option(c, "logbsize") {
+        o.logbsize = b;
+    }
+    o
 }
 
 /// Boots the machine of `scenario` under `variant`.

@@ -76,6 +76,7 @@ pub fn results(
         }
     }
     lock_stat(m, &mut metrics);
+    wb_contexts(world, &mut metrics);
     metrics.set("run.simulated_time", "s", now as f64 / 1e9);
     let invariants = check_invariants(world);
     let host = Host {
@@ -84,6 +85,38 @@ pub fn results(
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
     Results::new(scenario, variant, seed, &metrics, jobs, invariants, host)
+}
+
+/// What each writeback context did (E4), for runs that choose `nr_wb_ctx`:
+/// per filesystem FS (its scenario name) `wb.FS.ctxN.pages_written` and
+/// `wb.FS.ctxN.flusher_cpu` (ms), and `wb.FS.ctx_active`, the contexts
+/// whose flusher wrote anything.
+fn wb_contexts(world: &World, metrics: &mut Metrics) {
+    let m = &world.m;
+    if m.policies().nr_wb_ctx.is_none() {
+        return;
+    }
+    let mut active: BTreeMap<String, u64> = BTreeMap::new();
+    for s in m.wb_ctx_stats() {
+        let Some(fs) = world.filesystems.iter().find(|f| f.mountpoint == s.sb) else {
+            continue;
+        };
+        let p = format!("wb.{}.ctx{}", fs.name, s.ctx);
+        metrics.set(
+            &format!("{p}.pages_written"),
+            "count",
+            s.pages_written as f64,
+        );
+        metrics.set(
+            &format!("{p}.flusher_cpu"),
+            "ms",
+            s.flusher_cpu_ns as f64 / 1e6,
+        );
+        *active.entry(fs.name.clone()).or_insert(0) += u64::from(s.pages_written > 0);
+    }
+    for (fs, n) in active {
+        metrics.set(&format!("wb.{fs}.ctx_active"), "count", n as f64);
+    }
 }
 
 /// `/proc/lock_stat` of the run: per lock class and kind acquired at least

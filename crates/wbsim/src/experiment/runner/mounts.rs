@@ -66,7 +66,7 @@ impl RunnerMounts {
         let entry = w
             .fs(name)
             .ok_or_else(|| format!("no filesystem '{name}'"))?;
-        let fs = filesystem_type(c.fs_type);
+        let fs = filesystem_type(c);
         let dev = c.device.as_ref().and_then(|d| self.devices.get(d)).cloned();
         let settings = c
             .device

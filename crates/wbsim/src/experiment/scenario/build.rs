@@ -410,9 +410,53 @@ fn fs_options(
             as_int(v.get_ref(), 1, u64::from(u32::MAX))
                 .map_err(|e| key_error(src, &v.span(), key, &opt_w, e))?;
         }
+        if matches!(fs_type, FsType::Xfs) {
+            xfs_option(key, v.get_ref()).map_err(|e| key_error(src, &v.span(), key, &opt_w, e))?;
+        }
         options.insert(key.to_string(), val);
     }
     Ok(options)
+}
+
+/// The xfs options with a constrained value (xfs(5), mkfs.xfs(8)):
+/// `agsize` a multiple of the 4 KiB block from 16 MiB to 1 TiB
+/// (XFS_MIN_AG_BYTES, XFS_MAX_AG_BYTES), `allocsize` a power of two from
+/// 4 KiB to 1 GiB, `logbsize` one of 16k, 32k, 64k, 128k, 256k, `inode64`
+/// true (the `inode32` allocator is not modelled).
+fn xfs_option(key: &str, v: &toml::Value) -> Result<(), KeyError> {
+    match key {
+        "agsize" => {
+            let b = as_size(v)?;
+            if b % 4096 != 0 || !((16u64 << 20)..=(1u64 << 40)).contains(&b) {
+                return Err(KeyError::range(format!(
+                    "agsize {b} bytes: must be a multiple of 4k from 16m to 1t"
+                )));
+            }
+        }
+        "allocsize" => {
+            let b = as_size(v)?;
+            if !b.is_power_of_two() || !(4096..=(1u64 << 30)).contains(&b) {
+                return Err(KeyError::range(format!(
+                    "allocsize {b} bytes: must be a power of two from 4k to 1g"
+                )));
+            }
+        }
+        "logbsize" => {
+            let b = as_size(v)?;
+            if !b.is_power_of_two() || !((16u64 << 10)..=(256u64 << 10)).contains(&b) {
+                return Err(KeyError::range(format!(
+                    "logbsize {b} bytes: must be one of 16k, 32k, 64k, 128k, 256k"
+                )));
+            }
+        }
+        "inode64" if !as_bool(v)? => {
+            return Err(KeyError::invalid(
+                "inode64 = false (the inode32 allocator) is not modelled",
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// `[[cgroup]]`.

@@ -208,8 +208,16 @@ impl FsType {
             FsType::Tmpfs => &["size", "nr_inodes"],
             // ext4 commit= (seconds); nr_wb_ctx as for every block fs.
             FsType::Ext4 => &["commit", "nr_wb_ctx"],
-            // mkfs.xfs -d agcount=; logbsize= mount option.
-            FsType::Xfs => &["agcount", "logbsize", "nr_wb_ctx"],
+            // mkfs.xfs -d agcount=, agsize=; the allocsize=, inode64 and
+            // logbsize= mount options (xfs(5)).
+            FsType::Xfs => &[
+                "agcount",
+                "agsize",
+                "allocsize",
+                "inode64",
+                "logbsize",
+                "nr_wb_ctx",
+            ],
             // btrfs commit= (seconds), subvolumes (E2: files in subvolumes).
             FsType::Btrfs => &["commit", "subvolumes", "nr_wb_ctx"],
         }

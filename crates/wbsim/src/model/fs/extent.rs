@@ -197,6 +197,26 @@ impl ExtentMap {
         got
     }
 
+    /// The delalloc extent that allocating `[start, end)` covers: the range
+    /// extended through the reservation beyond EOF contiguous with it (what
+    /// [`ExtentMap::allocate`] allocates).
+    pub fn delalloc_extent(&self, start: u64, end: u64) -> (u64, u64) {
+        match self.eof_reserved.touching(end, end).first() {
+            Some(&(rs, re)) if rs <= end => (start, end.max(re)),
+            _ => (start, end),
+        }
+    }
+
+    /// Whether page `p` has blocks (written or unwritten).
+    pub fn has_blocks(&self, p: u64) -> bool {
+        self.written.overlaps(p, p + 1) || self.unwritten.overlaps(p, p + 1)
+    }
+
+    /// Pages of `[start, end)` without blocks.
+    pub fn hole_pages(&self, start: u64, end: u64) -> u64 {
+        self.holes(start, end).iter().map(|(s, e)| e - s).sum()
+    }
+
     /// Blocks written out: `[start, end)` becomes written (a filesystem
     /// that does not convert at completion, or layout by `overwrite=1`).
     pub fn mark_written(&mut self, start: u64, end: u64) {

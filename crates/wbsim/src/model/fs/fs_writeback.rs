@@ -29,6 +29,7 @@ use crate::model::fs::writepages::fs_writepages;
 use crate::model::mm::backing_dev::{wb_wakeup, wb_wakeup_delayed};
 use crate::model::mm::backing_dev::{IoList, SyncMode, Wb, WbReason, WbWork};
 use crate::model::mm::page_writeback as throttle;
+use crate::model::policy::WbCtxAssign;
 
 /// `MIN_WRITEBACK_PAGES`: 4 MiB in pages (fs/fs-writeback.c).
 pub const MIN_WRITEBACK_PAGES: i64 = (4 << 20) / 4096;
@@ -156,7 +157,7 @@ pub fn mark_inode_dirty(m: &Rc<Machine>, inode: &InodeRef, flags: u32) {
         return;
     }
     let sb = inode_sb(m, inode);
-    let wb = inode_attach_wb(&sb, inode);
+    let wb = inode_attach_wb(&sb, inode, m.policies().wb_ctx_assign);
     let (was_dirty, queued, freeing) = {
         let mut st = inode.st.borrow_mut();
         let was_dirty = st.i_state & I_DIRTY != 0;
@@ -182,12 +183,17 @@ pub fn mark_inode_dirty(m: &Rc<Machine>, inode: &InodeRef, flags: u32) {
 }
 
 /// `inode_attach_wb`: binds the inode to the root wb of its writeback context
-/// at first dirtying (the context is fixed for the inode's life).
-pub fn inode_attach_wb(sb: &SuperBlock, inode: &InodeRef) -> Rc<Wb> {
+/// at first dirtying (the context is fixed for the inode's life). The
+/// context is chosen here, by the filesystem under the `wb_ctx_assign`
+/// policy (`fetch_bdi_writeback_ctx()` -> `->get_inode_wb_ctx_idx()` of the
+/// parallel-writeback series).
+pub fn inode_attach_wb(sb: &SuperBlock, inode: &InodeRef, policy: WbCtxAssign) -> Rc<Wb> {
     if let Some(wb) = inode.wb() {
         return wb;
     }
-    let ctx = inode.wb_ctx.get().min(sb.bdi.wbs.len() - 1);
+    let nr = sb.bdi.wbs.len();
+    let ctx = sb.fs.wb_ctx_for_inode(sb, inode, nr, policy).min(nr - 1);
+    inode.wb_ctx.set(ctx);
     let wb = sb.bdi.wbs[ctx].clone();
     inode.st.borrow_mut().wb = Some(wb.clone());
     wb
@@ -663,6 +669,9 @@ fn wb_split_bdi_pages(m: &Machine, wb: &Wb, nr_pages: i64) -> i64 {
 
 /// `wb_workfn`: the flusher's work function.
 pub async fn wb_workfn(m: &Rc<Machine>, wb: &Rc<Wb>) {
+    let me = m.sim().current_task();
+    let cpu0 = m.sched().task_stats(me).run_ns;
+    wb.flusher_running.set(Some((me, cpu0)));
     loop {
         let pages = wb_do_writeback(m, wb).await;
         m.sim()
@@ -673,6 +682,9 @@ pub async fn wb_workfn(m: &Rc<Machine>, wb: &Rc<Wb>) {
             break;
         }
     }
+    let cpu = m.sched().task_stats(me).run_ns - cpu0;
+    wb.flusher_cpu_ns.set(wb.flusher_cpu_ns.get() + cpu);
+    wb.flusher_running.set(None);
     if !wb.work_list.borrow().is_empty() {
         wb_wakeup(m.mm(), wb);
     } else if wb.has_dirty_io() && m.mm().dirty_params().dirty_writeback_interval_ns() > 0 {

@@ -71,6 +71,11 @@ pub struct Inode {
     pub disk_base: u64,
     /// Writeback context chosen for this inode (fixed for its lifetime).
     pub wb_ctx: Cell<usize>,
+    /// `i_rwsem` (XFS's IOLOCK): a buffered write holds it exclusive for
+    /// the whole write, balance_dirty_pages included (`inode_lock` in
+    /// `xfs_file_buffered_write`, `ext4_buffered_write_iter`,
+    /// `generic_file_write_iter`), so writers of one file take turns.
+    pub i_rwsem: RwSemaphore,
     /// The filesystem's lock on the inode's extent map (XFS `i_lock`, the
     /// ILOCK; ext4 `i_data_sem`): buffered writes map their range under it,
     /// writeback looks blocks up under it shared, allocation and unwritten
@@ -110,7 +115,13 @@ pub fn wb_inode(e: &ListEntry) -> InodeRef {
 }
 
 impl Inode {
-    pub fn new(ino: u64, sb_id: u64, disk_base: u64, now: Time, ilock: RwSemaphore) -> InodeRef {
+    pub fn new(
+        ino: u64,
+        sb_id: u64,
+        disk_base: u64,
+        now: Time,
+        (i_rwsem, ilock): (RwSemaphore, RwSemaphore),
+    ) -> InodeRef {
         Rc::new(Inode {
             ino,
             sb_id,
@@ -128,6 +139,7 @@ impl Inode {
             i_wb_wait: WaitQueue::new(&format!("inode:{ino}:writeback")),
             disk_base,
             wb_ctx: Cell::new(0),
+            i_rwsem,
             ilock,
             extents: RefCell::new(ExtentMap::new()),
             ioend_list: RefCell::new(Vec::new()),

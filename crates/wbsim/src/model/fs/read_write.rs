@@ -57,15 +57,17 @@ pub struct IoFlags {
     pub nowait: bool,
 }
 
-/// Creates a new file on `sb` (`open(O_CREAT)`), choosing its writeback context.
+/// Creates a new file in the root directory of `sb` (`open(O_CREAT)`).
 pub fn create_file(m: &Rc<Machine>, sb: &Rc<SuperBlock>) -> File {
-    let inode = sb.new_inode(m);
-    let nr = sb.bdi.nr_wb_ctx();
-    let ctx = sb
-        .fs
-        .wb_ctx_for_inode(inode.ino, nr, m.policies().wb_ctx_assign)
-        .min(nr - 1);
-    inode.wb_ctx.set(ctx);
+    create_file_in(m, sb, "")
+}
+
+/// Creates a new file in directory `dir` of `sb` (a path inside the
+/// filesystem; missing directories are created first, like `mkdir -p`).
+/// Its writeback context is chosen when it is first dirtied
+/// (`inode_attach_wb`).
+pub fn create_file_in(m: &Rc<Machine>, sb: &Rc<SuperBlock>, dir: &str) -> File {
+    let inode = sb.new_inode_in(m, dir);
     File {
         sb: sb.clone(),
         inode,
@@ -116,7 +118,18 @@ pub async fn vfs_write(
     if fl.direct {
         direct_io(m, f, pos, len, true).await;
     } else {
+        // inode_lock for the whole buffered write; IOCB_NOWAIT only tries
+        // (xfs_ilock_iocb) and gets EAGAIN.
+        let iolock = if fl.nowait {
+            match f.inode.i_rwsem.down_write_trylock() {
+                Some(g) => g,
+                None => return Err(IoError::Again),
+            }
+        } else {
+            f.inode.i_rwsem.down_write().await
+        };
         generic_perform_write(m, task, f, pos, len, fl).await?;
+        drop(iolock);
     }
     let mut st = f.inode.st.borrow_mut();
     st.i_size = st.i_size.max(pos + len);
@@ -168,7 +181,7 @@ async fn generic_perform_write(
             f.inode.extents.borrow_mut().reserve_eof(end, end + pre);
         }
     }
-    let wb = inode_attach_wb(&f.sb, &f.inode);
+    let wb = inode_attach_wb(&f.sb, &f.inode, m.policies().wb_ctx_assign);
     let d = f
         .inode
         .mapping

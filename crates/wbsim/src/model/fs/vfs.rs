@@ -202,10 +202,67 @@ pub trait Filesystem {
         m: &'a Rc<Machine>,
         sb: &'a Rc<SuperBlock>,
     ) -> LocalBoxFuture<'a, ()>;
-    /// Chooses an inode's writeback context among `nr_wb_ctx`.
-    fn wb_ctx_for_inode(&self, ino: u64, nr_wb_ctx: usize, policy: WbCtxAssign) -> usize {
-        let _ = policy;
-        (ino % nr_wb_ctx.max(1) as u64) as usize
+    /// Chooses an inode's writeback context among `nr_wb_ctx` when it is
+    /// first dirtied (`->get_inode_wb_ctx_idx()` of the parallel-writeback
+    /// series). The generic choice, for every policy: `i_ino % nr_wb_ctx`.
+    fn wb_ctx_for_inode(
+        &self,
+        sb: &SuperBlock,
+        inode: &Inode,
+        nr_wb_ctx: usize,
+        policy: WbCtxAssign,
+    ) -> usize {
+        let _ = (sb, policy);
+        (inode.ino % nr_wb_ctx.max(1) as u64) as usize
+    }
+    /// The inode number of a new regular file in directory `dir` (a path
+    /// inside the filesystem, "" for the root), for a filesystem whose inode
+    /// numbers mean something (XFS: the AG). None: the superblock's counter.
+    fn alloc_ino(&self, m: &Machine, sb: &SuperBlock, dir: &str) -> Option<u64> {
+        let _ = (m, sb, dir);
+        None
+    }
+    /// Allocates the blocks of the delalloc extent holding `[s, e)` at
+    /// writeback (`xfs_bmapi_convert_delalloc`). The generic form: the
+    /// allocation cost `delalloc_alloc_ns` under the ilock held exclusive.
+    fn convert_delalloc<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+        (s, e): (u64, u64),
+    ) -> LocalBoxFuture<'a, ()> {
+        let _ = sb;
+        Box::pin(async move {
+            let alloc_ns = self.costs().delalloc_alloc_ns;
+            if alloc_ns > 0 {
+                let ilock = inode.ilock.down_write().await;
+                m.sched().cpu(alloc_ns).await;
+                inode.extents.borrow_mut().allocate(s, e);
+                drop(ilock);
+            } else {
+                inode.extents.borrow_mut().allocate(s, e);
+            }
+        })
+    }
+    /// Converts the unwritten blocks of a completed ioend `[s, e)` to
+    /// written (`xfs_iomap_write_unwritten`). The generic form:
+    /// [`Filesystem::unwritten_convert_ns`] under the ilock held exclusive.
+    fn convert_unwritten<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+        (s, e): (u64, u64),
+    ) -> LocalBoxFuture<'a, ()> {
+        let _ = sb;
+        Box::pin(async move {
+            let conv = self.unwritten_convert_ns(inode.extents.borrow().nr_records());
+            let ilock = inode.ilock.down_write().await;
+            m.sched().cpu(conv).await;
+            inode.extents.borrow_mut().convert_unwritten(s, e);
+            drop(ilock);
+        })
     }
     /// Byte offset on the device where a new file's data goes.
     fn place_file(&self, sb: &SuperBlock, ino: u64) -> u64 {
@@ -272,16 +329,33 @@ impl SuperBlock {
         self.inodes.borrow().get(&ino).cloned()
     }
 
-    /// Allocates a new inode (`new_inode` + `insert_inode_hash`).
+    /// Allocates a new inode in the root directory (`new_inode` +
+    /// `insert_inode_hash`).
     pub fn new_inode(&self, m: &Machine) -> InodeRef {
-        let ino = self.next_ino.get();
-        self.next_ino.set(ino + 1);
+        self.new_inode_in(m, "")
+    }
+
+    /// Allocates a new inode in directory `dir`; the filesystem may choose
+    /// its number ([`Filesystem::alloc_ino`]).
+    pub fn new_inode_in(&self, m: &Machine, dir: &str) -> InodeRef {
+        let ino = match self.fs.alloc_ino(m, self, dir) {
+            Some(ino) => ino,
+            None => {
+                let ino = self.next_ino.get();
+                self.next_ino.set(ino + 1);
+                ino
+            }
+        };
         let base = self.fs.place_file(self, ino);
         let ilock = RwSemaphore::new(
             m.locks().class(&format!("{}:i_lock", self.fs.name())),
             m.sched(),
         );
-        let inode = Inode::new(ino, self.id, base, m.now(), ilock);
+        let i_rwsem = RwSemaphore::new(
+            m.locks().class(&format!("{}:i_rwsem", self.fs.name())),
+            m.sched(),
+        );
+        let inode = Inode::new(ino, self.id, base, m.now(), (i_rwsem, ilock));
         self.inodes.borrow_mut().insert(ino, inode.clone());
         inode
     }

@@ -223,10 +223,7 @@ async fn iomap_end_ioend(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef,
         .fs
         .unwritten_convert_ns(inode.extents.borrow().nr_records());
     if conv > 0 && inode.extents.borrow().has_unwritten(s, e) {
-        let ilock = inode.ilock.down_write().await;
-        m.sched().cpu(conv).await;
-        inode.extents.borrow_mut().convert_unwritten(s, e);
-        drop(ilock);
+        sb.fs.convert_unwritten(m, sb, inode, (s, e)).await;
         m.count_event("xfs_unwritten_convert");
         m.sim().trace("xfs_unwritten_convert", || {
             format!("ino={} index={s} nr={}", inode.ino, e - s)
@@ -334,7 +331,6 @@ pub async fn generic_writepages(
     let mut wrapped = false;
     let per_page = sb.fs.costs().writepage_ns;
     let map_ns = sb.fs.costs().map_blocks_ns;
-    let alloc_ns = sb.fs.costs().delalloc_alloc_ns;
     let mut first_batch = true;
     let wq = sb.fs.end_io_wq(m, sb);
     let mut ioend: Option<IoendRef> = None;
@@ -362,7 +358,7 @@ pub async fn generic_writepages(
         };
         m.sched().cpu(call + pages * per_page).await;
         for &(s, e) in &ranges {
-            map_blocks(m, inode, s, e, map_ns, alloc_ns).await;
+            map_blocks(m, sb, inode, (s, e), map_ns).await;
             submit_page_range(m, sb, inode, (s, e), wq.as_ref(), &mut ioend).await;
         }
         wbc.nr_to_write -= pages as i64;
@@ -380,15 +376,16 @@ pub async fn generic_writepages(
 
 /// `xfs_map_blocks` for one contiguous dirty range: a lookup under the ilock
 /// held shared, and if the range has delalloc holes, their allocation
-/// (`xfs_bmapi_convert_delalloc`) in a transaction under the ilock held
-/// exclusive.
+/// (`xfs_bmapi_convert_delalloc`, [`Filesystem::convert_delalloc`]: a
+/// transaction under the ilock held exclusive, in the flusher's context).
+///
+/// [`Filesystem::convert_delalloc`]: crate::model::fs::vfs::Filesystem::convert_delalloc
 async fn map_blocks(
     m: &Rc<Machine>,
+    sb: &Rc<SuperBlock>,
     inode: &InodeRef,
-    s: u64,
-    e: u64,
+    (s, e): (u64, u64),
     map_ns: Time,
-    alloc_ns: Time,
 ) {
     if map_ns > 0 {
         let ilock = inode.ilock.down_read().await;
@@ -396,13 +393,6 @@ async fn map_blocks(
         drop(ilock);
     }
     if inode.extents.borrow().needs_alloc(s, e) {
-        if alloc_ns > 0 {
-            let ilock = inode.ilock.down_write().await;
-            m.sched().cpu(alloc_ns).await;
-            inode.extents.borrow_mut().allocate(s, e);
-            drop(ilock);
-        } else {
-            inode.extents.borrow_mut().allocate(s, e);
-        }
+        sb.fs.convert_delalloc(m, sb, inode, (s, e)).await;
     }
 }

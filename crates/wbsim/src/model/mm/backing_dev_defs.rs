@@ -251,6 +251,10 @@ pub struct Wb {
     pub last_old_flush: Cell<Time>,
     /// Pages written by this wb's flusher (stats).
     pub pages_written_total: Cell<u64>,
+    /// CPU time its flusher (`wb_workfn`) ran in finished calls, ns (stats).
+    pub flusher_cpu_ns: Cell<Time>,
+    /// The task running `wb_workfn` now and its CPU time when it started.
+    pub flusher_running: Cell<Option<(sim::TaskId, Time)>>,
     /// The flusher: `wb->dwork` on the "writeback" workqueue (set at
     /// registration, `wb_init`).
     pub dwork: OnceCell<DelayedWork>,
@@ -278,6 +282,8 @@ impl Wb {
             running: Cell::new(false),
             last_old_flush: Cell::new(now),
             pages_written_total: Cell::new(0),
+            flusher_cpu_ns: Cell::new(0),
+            flusher_running: Cell::new(None),
             dwork: OnceCell::new(),
             registered: Cell::new(true),
             dirty_exceeded: Cell::new(false),

@@ -6,6 +6,8 @@
 //! - [`spinlock`]: `spinlock_t` on qspinlock (kernel/locking/qspinlock.c) as CPU
 //!   cost.
 //! - [`rwsem`]: `struct rw_semaphore` (kernel/locking/rwsem.c, non-RT).
+//! - [`semaphore`]: `struct semaphore` (kernel/locking/semaphore.c): sleeping,
+//!   counting, FIFO handoff, no spinning.
 //!
 //! Shared machinery (this file): a waiter's or spinner's [`Slot`], to which a
 //! releasing task grants the lock directly, and the optimistic spin loop of
@@ -30,6 +32,7 @@
 pub mod lock_stat;
 pub mod mutex;
 pub mod rwsem;
+pub mod semaphore;
 pub mod spinlock;
 
 use std::cell::{Cell, RefCell};
@@ -45,6 +48,7 @@ use super::sched::Sched;
 pub use lock_stat::{ClassStats, LockClass, LockKind, LockStatRow, LockStats, LockTimeStats};
 pub use mutex::{Mutex, MutexGuard};
 pub use rwsem::{ReadGuard, RwSemaphore, RwsemOwner, RwsemParams, WriteGuard};
+pub use semaphore::{Semaphore, SemaphoreGuard};
 pub use spinlock::{SpinGuard, SpinLock, SpinLockParams};
 
 /// Granularity of optimistic spinning in the model, ns: a spinner re-checks

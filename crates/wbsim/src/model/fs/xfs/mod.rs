@@ -34,12 +34,26 @@
 //! transaction under the ILOCK (exclusive). Both paths are in
 //! [`crate::model::fs::writepages`]; the costs are here.
 //!
-//! Left out (later issues): allocation groups (AGF locks, inode-to-AG
-//! placement, the AG-aware writeback context hook), speculative
-//! preallocation beyond EOF, on-disk size updates at completion
-//! (`xfs_setfilesize`), the CIL and log space, inodegc, quotas. The per-superblock
-//! state lives in [`Xfs`] keyed by superblock id, so per-AG state can be
-//! added beside it.
+//! Allocation groups ([`ag`]): inode numbers carry their AG, directories
+//! rotate over the AGs and files follow their directory. Delayed
+//! allocation is converted at writeback in the flusher's context
+//! (`xfs_bmapi_convert_delalloc`, [`Xfs::convert_delalloc`]): the log
+//! reservation (`xfs_trans_alloc`), then under the ILOCK held exclusive the
+//! AG's AGF lock (trylock pass over the AGs from the inode's, then a
+//! blocking pass), the free space btrees and the bmap btree walked and
+//! logged at their current heights, and the commit, after which the AGF
+//! and the ILOCK are released. An unwritten conversion at I/O completion
+//! takes the AGF only when its bmap btree insert splits a block (it then
+//! allocates a btree block). The writeback context hook
+//! (`->get_inode_wb_ctx_idx()`, [`Xfs::wb_ctx_for_inode`]) implements the
+//! `fs_hook` and `effort` sides of [`WbCtxAssign`].
+//!
+//! Left out (later issues): the CIL and log space (reservations never wait
+//! for log space, CIL pushes are not written), frees, on-disk size updates
+//! at completion (`xfs_setfilesize`), inodegc, quotas. The per-superblock
+//! state lives in [`Xfs`] keyed by superblock id.
+
+pub mod ag;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -48,10 +62,15 @@ use std::rc::Rc;
 use sim::{Time, USEC};
 
 use crate::model::block::{Bio, BioFlags};
+use crate::model::fs::inode::{Inode, InodeRef};
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::{Filesystem, FsCosts, LocalBoxFuture};
 use crate::model::kernel::workqueue::{alloc_workqueue, Workqueue, WqFlags};
+use crate::model::mm::vmstat::PAGE_SIZE;
+use crate::model::policy::WbCtxAssign;
+
+use ag::{XfsGeometry, XfsMount};
 
 /// CPU per 4 KiB of a buffered write (`iomap_write_begin`, copy into large
 /// folios, `iomap_write_end`), ns: 0.155 us. Measured with `wbsim probe
@@ -106,8 +125,17 @@ pub const XFS_PREALLOC_MIN_PAGES: u64 = 16;
 pub const XFS_PREALLOC_MAX_PAGES: u64 = 1 << 21;
 /// CPU of one transaction's fixed part (`xfs_trans_alloc` log reservation,
 /// joining the inode, `xfs_trans_commit` formatting items into the CIL),
-/// ns: 5 us. Estimate.
-pub const XFS_TRANS_NS: Time = 5 * USEC;
+/// ns: 5 us. Estimate; split below into the reservation and the commit.
+pub const XFS_TRANS_NS: Time = XFS_TRANS_RESERVE_NS + XFS_TRANS_COMMIT_NS;
+/// Part of [`XFS_TRANS_NS`] before the ILOCK: `xfs_trans_alloc` (the log
+/// grant head reservation in `xfs_log_reserve`, the block reservation from
+/// the superblock counters), ns: 2 us. Estimate (no wait for log space is
+/// modelled).
+pub const XFS_TRANS_RESERVE_NS: Time = 2 * USEC;
+/// Part of [`XFS_TRANS_NS`] at the end, with every buffer still locked:
+/// `xfs_trans_commit` formatting the dirty buffer and inode items into the
+/// CIL (`xlog_cil_commit`), then unlocking them, ns: 3 us. Estimate.
+pub const XFS_TRANS_COMMIT_NS: Time = 3 * USEC;
 /// CPU per btree level a transaction walks and logs (buffer lookup and lock,
 /// record insert or update, `xfs_trans_log_buf`), ns: 3.6 us. Derived from
 /// the measured [`XFS_DELALLOC_ALLOC_NS`] (26.5 us): an allocation is one
@@ -135,6 +163,22 @@ pub const XFS_BMBT_RECS_PER_BLOCK: usize = 251;
 /// while the records fit in the inode).
 pub fn xfs_unwritten_convert_ns(records: usize) -> Time {
     XFS_TRANS_NS + u64::from(xfs_bmbt_levels(records)) * XFS_BTREE_LEVEL_NS
+}
+
+/// Whether growing a data fork from `before` to `after` extent records
+/// needs a new bmap btree block: the fork turns into a btree (records no
+/// longer fit in the inode), or a leaf splits. A full leaf splits into two
+/// halves (`xfs_btree_split`), so in a growing fork a leaf split comes every
+/// half-leaf of records, [`XFS_BMBT_RECS_PER_BLOCK`] / 2 = 125.
+pub fn bmbt_split(before: usize, after: usize) -> bool {
+    if after <= before || after <= XFS_IFORK_EXTENTS {
+        return false;
+    }
+    if before <= XFS_IFORK_EXTENTS {
+        return true;
+    }
+    let half = XFS_BMBT_RECS_PER_BLOCK / 2;
+    (after - XFS_IFORK_EXTENTS).div_ceil(half) > (before - XFS_IFORK_EXTENTS).div_ceil(half)
 }
 
 /// Levels of a bmap btree holding `records` extent records (0: the records
@@ -185,14 +229,55 @@ pub const XFS_COSTS: FsCosts = FsCosts {
     writepage_ns: XFS_WRITEPAGE_NS,
     writepages_call_ns: XFS_WRITEPAGES_CALL_NS,
     map_blocks_ns: XFS_MAP_BLOCKS_NS,
+    // Not used by XFS's own xfs_bmapi_convert_delalloc, which costs an
+    // allocation from its AG state (XFS_TRANS_NS + XFS_BTREE_LEVEL_NS per
+    // btree level); kept as the measured figure the level cost comes from.
     delalloc_alloc_ns: XFS_DELALLOC_ALLOC_NS,
     fallocate_ns: XFS_FALLOCATE_NS,
     ..FsCosts::GENERIC
 };
 
+/// The work writeback of an inode needs, cheapest first (the `effort`
+/// policy's classes, docs/effort-writeback-contexts.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WritebackEffort {
+    /// Blocks exist and are written: I/O only.
+    Overwrite,
+    /// Unwritten blocks: a conversion transaction at I/O completion.
+    Unwritten,
+    /// Delayed allocation: an allocation transaction under the AGF lock.
+    Delalloc,
+}
+
+/// The mkfs and mount options the model reads (xfs(5), mkfs.xfs(8)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XfsOptions {
+    /// `mkfs.xfs -d agcount=, agsize=`.
+    pub geo: XfsGeometry,
+    /// `allocsize=`: fixed speculative preallocation beyond EOF, pages.
+    /// None: the dynamic default ([`XFS_PREALLOC_MIN_PAGES`] and doubling).
+    pub allocsize_pages: Option<u64>,
+    /// `logbsize=`: bytes of one iclog write ([`XFS_ICLOG_BYTES`] by default).
+    pub logbsize: u64,
+}
+
+impl Default for XfsOptions {
+    fn default() -> Self {
+        XfsOptions {
+            geo: XfsGeometry::default(),
+            allocsize_pages: None,
+            logbsize: XFS_ICLOG_BYTES,
+        }
+    }
+}
+
 /// The XFS filesystem type.
 #[derive(Default)]
 pub struct Xfs {
+    /// Options of filesystems made and mounted with this type.
+    opts: XfsOptions,
+    /// Per superblock, the AG state, created at first use.
+    mounts: RefCell<BTreeMap<u64, Rc<XfsMount>>>,
     /// Superblocks with log items not yet forced to disk (metadata dirtied by
     /// writeback since the last log force).
     log_dirty: RefCell<BTreeSet<u64>>,
@@ -202,12 +287,59 @@ pub struct Xfs {
 }
 
 impl Xfs {
+    /// XFS with the `mkfs.xfs` defaults ([`XfsGeometry::default`]).
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// `xfs_log_force(XFS_LOG_SYNC)` writing one iclog with PREFLUSH|FUA.
-    async fn iclog_write(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
+    /// XFS whose filesystems have geometry `geo` (`agcount`, `agsize`).
+    pub fn with_geometry(geo: XfsGeometry) -> Self {
+        Self::with_options(XfsOptions {
+            geo,
+            ..XfsOptions::default()
+        })
+    }
+
+    /// XFS made and mounted with `opts`.
+    pub fn with_options(opts: XfsOptions) -> Self {
+        Xfs {
+            opts,
+            ..Self::default()
+        }
+    }
+
+    /// The AG state of `sb`, created at first use.
+    pub fn mount(&self, m: &Machine, sb: &SuperBlock) -> Rc<XfsMount> {
+        self.mounts
+            .borrow_mut()
+            .entry(sb.id)
+            .or_insert_with(|| Rc::new(XfsMount::new(m, self.opts.geo)))
+            .clone()
+    }
+
+    /// The AG state of `sb` if it exists already.
+    pub fn mount_if(&self, sb: &SuperBlock) -> Option<Rc<XfsMount>> {
+        self.mounts.borrow().get(&sb.id).cloned()
+    }
+
+    /// What writeback of `inode` will have to do, as the `effort` policy
+    /// classifies it at first dirtying: allocate (a hole inside the file or
+    /// an empty file), convert unwritten blocks, or plain overwrite.
+    pub fn writeback_effort(inode: &Inode) -> WritebackEffort {
+        let size_pages = inode.st.borrow().i_size.div_ceil(PAGE_SIZE).max(1);
+        let x = inode.extents.borrow();
+        if x.needs_alloc(0, size_pages) {
+            WritebackEffort::Delalloc
+        } else if x.has_unwritten(0, size_pages) {
+            WritebackEffort::Unwritten
+        } else {
+            WritebackEffort::Overwrite
+        }
+    }
+
+    /// `xfs_log_force(XFS_LOG_SYNC)` writing one iclog (`logbsize` bytes)
+    /// with PREFLUSH|FUA.
+    async fn iclog_write(&self, m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
         m.sched().cpu(XFS_LOG_FORCE_CPU_NS).await;
         if let Some(dev) = &sb.device {
             let flags = BioFlags {
@@ -215,7 +347,7 @@ impl Xfs {
                 fua: true,
                 sync: true,
             };
-            dev.submit_bio_wait(Bio::write(LOG_OFFSET, XFS_ICLOG_BYTES).with_flags(flags))
+            dev.submit_bio_wait(Bio::write(LOG_OFFSET, self.opts.logbsize).with_flags(flags))
                 .await;
         }
     }
@@ -223,7 +355,7 @@ impl Xfs {
     /// A log force: writes the log only if something is in it.
     async fn log_force(&self, m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
         if self.log_dirty.borrow_mut().remove(&sb.id) {
-            Self::iclog_write(m, sb).await;
+            self.iclog_write(m, sb).await;
         }
     }
 }
@@ -241,10 +373,142 @@ impl Filesystem for Xfs {
     fn unwritten_convert_ns(&self, records: usize) -> Time {
         xfs_unwritten_convert_ns(records)
     }
-    /// `xfs_iomap_prealloc_size` without `allocsize` and with free space
-    /// plentiful: the file's size rounded down to a power of two (so the
-    /// reservation doubles as the file grows), none for files under 64 KiB.
+    /// `xfs_dialloc` with `inode64`: the file's inode in its directory's AG.
+    fn alloc_ino(&self, m: &Machine, sb: &SuperBlock, dir: &str) -> Option<u64> {
+        Some(self.mount(m, sb).alloc_file_ino(dir))
+    }
+    /// `get_inode_wb_ctx_idx()`: `ino_mod` is `i_ino % nr_wb_ctx`;
+    /// `fs_hook` is XFS's hook from the series (the inode's AG when
+    /// agcount <= nr_wb_ctx, else `i_ino % nr_wb_ctx`); `effort` sends work
+    /// that takes AGF locks (delalloc, unwritten) to the context of its AG
+    /// (`agno % nr_wb_ctx`, so one AG never has two flushers) and spreads
+    /// overwrites by `i_ino % nr_wb_ctx`.
+    fn wb_ctx_for_inode(
+        &self,
+        sb: &SuperBlock,
+        inode: &Inode,
+        nr_wb_ctx: usize,
+        policy: WbCtxAssign,
+    ) -> usize {
+        let nr = nr_wb_ctx.max(1);
+        let ino_mod = (inode.ino % nr as u64) as usize;
+        let Some(mp) = self.mount_if(sb) else {
+            return ino_mod;
+        };
+        let agno = mp.ino_agno(inode.ino) as usize;
+        match policy {
+            WbCtxAssign::InoMod => ino_mod,
+            WbCtxAssign::FsHook if mp.agcount() as usize <= nr => agno,
+            WbCtxAssign::FsHook => ino_mod,
+            WbCtxAssign::Effort => match Self::writeback_effort(inode) {
+                WritebackEffort::Overwrite => ino_mod,
+                WritebackEffort::Unwritten | WritebackEffort::Delalloc => agno % nr,
+            },
+        }
+    }
+    /// `xfs_bmapi_convert_delalloc` in the flusher's context: the log
+    /// reservation, then under the ILOCK held exclusive the allocation of
+    /// the whole delalloc extent (`xfs_bmap_btalloc` ->
+    /// `xfs_alloc_vextent_start_ag` from the inode's AG), the free space
+    /// btrees and the bmap btree at their heights, the commit; the AGF is
+    /// held from the allocation to the end of the commit.
+    fn convert_delalloc<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+        (s, e): (u64, u64),
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            let mp = self.mount(m, sb);
+            m.sched().cpu(XFS_TRANS_RESERVE_NS).await;
+            let ilock = inode.ilock.down_write().await;
+            let (ds, de) = inode.extents.borrow().delalloc_extent(s, e);
+            let (blocks, neighbours, records) = {
+                let x = inode.extents.borrow();
+                let left = ds > 0 && x.has_blocks(ds - 1);
+                let right = x.has_blocks(de);
+                (
+                    x.hole_pages(ds, de),
+                    u32::from(left) + u32::from(right),
+                    x.nr_records(),
+                )
+            };
+            if blocks == 0 {
+                // Allocated meanwhile (by another writeback of the range).
+                drop(ilock);
+                return;
+            }
+            let start = mp.ino_agno(inode.ino);
+            let (agno, agf) = mp.alloc_vextent_start_ag(start, blocks).await;
+            let (bno, cnt) = mp.perags[agno as usize].alloc_btree_levels();
+            // A new record unless the extent merges with a neighbour.
+            let new_records = if neighbours == 0 {
+                records + 1
+            } else {
+                records
+            };
+            let mut levels = bno + cnt + xfs_bmbt_levels(new_records);
+            if bmbt_split(records, new_records) {
+                // xfs_bmbt_alloc_block: a block for the split, same AG.
+                levels += bno + cnt;
+            }
+            m.sched()
+                .cpu(u64::from(levels) * XFS_BTREE_LEVEL_NS + XFS_TRANS_COMMIT_NS)
+                .await;
+            inode.extents.borrow_mut().allocate(s, e);
+            mp.account_alloc(agno, blocks, neighbours);
+            drop(agf);
+            drop(ilock);
+            m.count_event("xfs_bmapi_convert_delalloc");
+            m.sim().trace("xfs_alloc_vextent", || {
+                format!("ino={} agno={agno} len={blocks}", inode.ino)
+            });
+        })
+    }
+    /// `xfs_iomap_write_unwritten` at I/O completion: a transaction under
+    /// the ILOCK held exclusive; when the bmap btree insert splits a block,
+    /// the new block is allocated in the inode's AG under its AGF lock,
+    /// held to the commit.
+    fn convert_unwritten<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+        (s, e): (u64, u64),
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            let mp = self.mount(m, sb);
+            let before = inode.extents.borrow().nr_records();
+            let conv = xfs_unwritten_convert_ns(before);
+            let ilock = inode.ilock.down_write().await;
+            m.sched().cpu(conv - XFS_TRANS_COMMIT_NS).await;
+            inode.extents.borrow_mut().convert_unwritten(s, e);
+            let after = inode.extents.borrow().nr_records();
+            if bmbt_split(before, after) {
+                let start = mp.ino_agno(inode.ino);
+                let (agno, agf) = mp.alloc_vextent_start_ag(start, 1).await;
+                let (bno, cnt) = mp.perags[agno as usize].alloc_btree_levels();
+                m.sched()
+                    .cpu(u64::from(bno + cnt) * XFS_BTREE_LEVEL_NS + XFS_TRANS_COMMIT_NS)
+                    .await;
+                mp.account_alloc(agno, 1, 1);
+                drop(agf);
+            } else {
+                m.sched().cpu(XFS_TRANS_COMMIT_NS).await;
+            }
+            drop(ilock);
+        })
+    }
+    /// `xfs_iomap_prealloc_size` with free space plentiful: with
+    /// `allocsize` that size, for files at least that large; without it the
+    /// file's size rounded down to a power of two (so the reservation
+    /// doubles as the file grows), none for files under 64 KiB.
     fn eof_prealloc_pages(&self, size_pages: u64) -> u64 {
+        // allocsize=: no preallocation below that size, then exactly it.
+        if let Some(a) = self.opts.allocsize_pages {
+            return if size_pages < a { 0 } else { a };
+        }
         if size_pages < XFS_PREALLOC_MIN_PAGES {
             return 0;
         }
@@ -301,22 +565,23 @@ impl Filesystem for Xfs {
             // xfs_destroy_mount_workqueues (generic_shutdown_super has waited
             // for all writeback, so the completion work is idle).
             self.conv_wq.borrow_mut().remove(&sb.id);
+            self.mounts.borrow_mut().remove(&sb.id);
             m.sched().cpu(XFS_UNMOUNT_CPU_NS).await;
             let Some(dev) = sb.device.clone() else {
                 return;
             };
             // xfs_ail_push_all_sync
             if self.log_dirty.borrow_mut().remove(&sb.id) {
-                Self::iclog_write(m, sb).await;
+                self.iclog_write(m, sb).await;
                 dev.submit_bio_wait(Bio::write(LOG_OFFSET / 2, XFS_AIL_PUSH_BYTES))
                     .await;
             }
             // xfs_log_cover
             for _ in 0..XFS_LOG_COVER_FORCES {
-                Self::iclog_write(m, sb).await;
+                self.iclog_write(m, sb).await;
             }
             // xfs_log_unmount_write
-            Self::iclog_write(m, sb).await;
+            self.iclog_write(m, sb).await;
             // superblock in place, buftarg drain, cache flush
             dev.submit_bio_wait(Bio::write(0, XFS_SB_BYTES)).await;
             dev.flush().await;
