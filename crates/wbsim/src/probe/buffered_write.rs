@@ -17,7 +17,6 @@
 //! carries one (`global_dirty_state` does not: it counts machine-wide).
 
 use std::collections::BTreeMap;
-use std::sync::Barrier;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -144,26 +143,7 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
                 .collect();
             let cap = inst.start()?;
             let sampler = Sampler::start(Duration::from_millis(50));
-            let barrier = Barrier::new(n);
-            let token = ctx.guard.token();
-            let results: Vec<anyhow::Result<iogen::Outcome>> = std::thread::scope(|s| {
-                let hs: Vec<_> = jobs
-                    .iter()
-                    .map(|j| {
-                        let (b, t) = (&barrier, &token);
-                        s.spawn(move || {
-                            b.wait();
-                            iogen::run(j, t)
-                        })
-                    })
-                    .collect();
-                hs.into_iter()
-                    .map(|h| {
-                        h.join()
-                            .unwrap_or_else(|_| Err(anyhow::anyhow!("a writer thread panicked")))
-                    })
-                    .collect()
-            });
+            let results = iogen::run_together(&jobs, &ctx.guard.token());
             let samples = sampler.stop();
             let c = inst.finish(cap)?;
             for (k, v) in c {

@@ -11,6 +11,7 @@
 
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
+use std::sync::Barrier;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -66,6 +67,31 @@ pub struct Outcome {
     pub fsync_ns: u64,
     /// errno of the first failing call (e.g. `EOPNOTSUPP`), if any.
     pub errno: Option<i32>,
+}
+
+/// Runs `jobs` on one thread each, released together by a barrier so they
+/// start at the same moment; their outcomes in `jobs` order (a panicked
+/// writer is an error, not a crash of the probe).
+pub fn run_together(jobs: &[WriteJob], stop: &StopToken) -> Vec<anyhow::Result<Outcome>> {
+    let barrier = Barrier::new(jobs.len());
+    std::thread::scope(|s| {
+        let hs: Vec<_> = jobs
+            .iter()
+            .map(|j| {
+                let b = &barrier;
+                s.spawn(move || {
+                    b.wait();
+                    run(j, stop)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a writer thread panicked")))
+            })
+            .collect()
+    })
 }
 
 /// Runs one writer to completion (or until stopped / the first error,

@@ -33,7 +33,6 @@
 //! every fio-shaped probe job ([`super::record_job`]), with clat
 //! percentiles to p99.9 and max.
 
-use std::sync::Barrier;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -86,26 +85,7 @@ fn free_bytes(dir: &std::path::Path) -> anyhow::Result<u64> {
 
 /// N writers started together, each on its own new file; their outcomes.
 fn run_writers(ctx: &Ctx, jobs: &[WriteJob]) -> anyhow::Result<Vec<iogen::Outcome>> {
-    let barrier = Barrier::new(jobs.len());
-    let token = ctx.guard.token();
-    let results: Vec<anyhow::Result<iogen::Outcome>> = std::thread::scope(|s| {
-        let hs: Vec<_> = jobs
-            .iter()
-            .map(|j| {
-                let (b, t) = (&barrier, &token);
-                s.spawn(move || {
-                    b.wait();
-                    iogen::run(j, t)
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a writer thread panicked")))
-            })
-            .collect()
-    });
+    let results = iogen::run_together(jobs, &ctx.guard.token());
     let out = results.into_iter().collect::<anyhow::Result<Vec<_>>>();
     for j in jobs {
         if j.path.exists() {
