@@ -3,10 +3,12 @@
 //! stops half-way in one variant (an actor step that fails, a mount that
 //! cannot happen) fails here.
 
+mod common;
+use common::run_variant;
+
 use std::fs;
 use std::path::Path;
 
-use wbsim::experiment::runner::{run_one, RunOptions};
 use wbsim::experiment::scenario::load;
 
 #[test]
@@ -23,19 +25,7 @@ fn every_builtin_scenario_runs_in_every_variant() {
     for p in &paths {
         let s = load(p).unwrap_or_else(|e| panic!("{e}"));
         for name in s.variant_names() {
-            let v = s.variant(name).unwrap_or_else(|e| panic!("{e}"));
-            let opts = RunOptions {
-                quick: true,
-                ..RunOptions::default()
-            };
-            let r = run_one(&s, &v, s.seed, &opts)
-                .unwrap_or_else(|e| panic!("{} variant {name}: {e}", p.display()));
-            assert!(
-                r.invariants.violations.is_empty(),
-                "{} variant {name}: {:?}",
-                p.display(),
-                r.invariants.violations
-            );
+            run_variant(&s, name, true);
             runs += 1;
         }
     }

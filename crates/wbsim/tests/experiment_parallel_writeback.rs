@@ -5,10 +5,9 @@
 //! is reported.
 
 mod common;
-use common::{builtin, stat};
+use common::{builtin, run_resolved, stat};
 
 use wbsim::experiment::results::Results;
-use wbsim::experiment::runner::{run_one, RunOptions};
 use wbsim::experiment::scenario::Scenario;
 
 /// AGs of the scenario's filesystem (mkfs.xfs default, model/fs/xfs/ag.rs).
@@ -20,17 +19,7 @@ fn run(s: &Scenario, variant: &str, nr_wb_ctx: usize) -> Results {
     let v = s
         .resolve(variant, Some(nr_wb_ctx - 1))
         .unwrap_or_else(|e| panic!("{e}"));
-    let opts = RunOptions {
-        quick: true,
-        ..RunOptions::default()
-    };
-    let r = run_one(s, &v, s.seed, &opts).unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        r.invariants.violations.is_empty(),
-        "{:?}",
-        r.invariants.violations
-    );
-    r
+    run_resolved(s, &v, true)
 }
 
 /// The writeback rate: what the device wrote, MiB/s.

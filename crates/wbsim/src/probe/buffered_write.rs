@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::iogen::{self, Pattern, WriteJob};
+use super::iogen;
 use super::loopdev::{Fs, LoopDev};
 use super::meminfo::Sampler;
 use super::tracefs::{self, Instance};
@@ -130,17 +130,7 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
         for r in 0..repeat {
             ctx.guard.check()?;
-            let jobs: Vec<WriteJob> = (0..n)
-                .map(|i| WriteJob {
-                    path: mnt.join(format!("{job}-{r}-{i}")),
-                    size: per_writer,
-                    bs: BS,
-                    pattern: Pattern::Seq,
-                    flags: 0,
-                    preallocate: false,
-                    end_fsync: true,
-                })
-                .collect();
+            let jobs = iogen::seq_writers(&mnt, &format!("{job}-{r}"), n, per_writer, BS);
             let cap = inst.start()?;
             let sampler = Sampler::start(Duration::from_millis(50));
             let results = iogen::run_together(&jobs, &ctx.guard.token());

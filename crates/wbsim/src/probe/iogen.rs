@@ -10,7 +10,7 @@
 //! call; the fallocate is not timed. Not kernel code.
 
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Barrier;
 use std::time::Instant;
 
@@ -69,6 +69,34 @@ pub struct Outcome {
     pub errno: Option<i32>,
 }
 
+/// `n` sequential buffered writers of `size` bytes each, on new files
+/// `DIR/PREFIX-I` in 1 MiB-style `bs` calls, each fsynced at its end (fio
+/// `numjobs=N rw=write end_fsync=1`).
+pub fn seq_writers(dir: &Path, prefix: &str, n: usize, size: u64, bs: usize) -> Vec<WriteJob> {
+    (0..n)
+        .map(|i| WriteJob {
+            path: dir.join(format!("{prefix}-{i}")),
+            size,
+            bs,
+            pattern: Pattern::Seq,
+            flags: 0,
+            preallocate: false,
+            end_fsync: true,
+        })
+        .collect()
+}
+
+/// The block numbers a writer of `size` bytes in `bs` calls visits, in
+/// `pattern`'s order, and the buffer it writes from.
+pub fn blocks_and_buffer(size: u64, bs: usize, pattern: Pattern) -> (Vec<u64>, Vec<u8>) {
+    let blocks = size / bs as u64;
+    let mut order: Vec<u64> = (0..blocks).collect();
+    if let Pattern::Rand(seed) = pattern {
+        order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
+    }
+    (order, super::loopdev::fill_buffer(bs, blocks ^ size))
+}
+
 /// Runs `jobs` on one thread each, released together by a barrier so they
 /// start at the same moment; their outcomes in `jobs` order (a panicked
 /// writer is an error, not a crash of the probe).
@@ -110,12 +138,7 @@ pub fn run(job: &WriteJob, stop: &StopToken) -> anyhow::Result<Outcome> {
         })?;
     }
     let bs = job.bs.max(1);
-    let blocks = job.size / bs as u64;
-    let mut order: Vec<u64> = (0..blocks).collect();
-    if let Pattern::Rand(seed) = job.pattern {
-        order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
-    }
-    let buf = super::loopdev::fill_buffer(bs, blocks ^ job.size);
+    let (order, buf) = blocks_and_buffer(job.size, bs, job.pattern);
     let mut o = Outcome {
         clat_ns: Vec::with_capacity(order.len()),
         ..Outcome::default()

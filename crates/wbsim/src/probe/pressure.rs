@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use super::iogen::{self, Pattern, WriteJob};
+use super::iogen::{self, WriteJob};
 use super::loopdev::{Fs, LoopDev};
 use super::meminfo::Sampler;
 use super::{progress, Ctx};
@@ -108,17 +108,7 @@ fn job(
     let mut runs = Vec::new();
     for r in 0..repeat {
         ctx.guard.check()?;
-        let jobs: Vec<WriteJob> = (0..n)
-            .map(|i| WriteJob {
-                path: mnt.join(format!("{name}-{r}-{i}")),
-                size: each,
-                bs: BS,
-                pattern: Pattern::Seq,
-                flags: 0,
-                preallocate: false,
-                end_fsync: true,
-            })
-            .collect();
+        let jobs = iogen::seq_writers(mnt, &format!("{name}-{r}"), n, each, BS);
         let sampler = Sampler::start(Duration::from_millis(50));
         let out = run_writers(ctx, &jobs);
         let samples = sampler.stop();

@@ -29,11 +29,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use io_uring::{opcode, types, IoUring};
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
 
 use super::guard::StopToken;
-use super::iogen::{Outcome, Pattern};
+use super::iogen::{blocks_and_buffer, Outcome, Pattern};
 use super::loopdev::{Fs, LoopDev};
 use super::meminfo::Sampler;
 use super::{progress, sys, Ctx};
@@ -77,13 +75,8 @@ pub fn run_writer(job: &UringJob, stop: &StopToken) -> anyhow::Result<Outcome> {
         .context("io_uring_setup (is io_uring disabled by kernel.io_uring_disabled?)")?;
     let bs = job.bs.max(1);
     let len = u32::try_from(bs).context("write size above 4 GiB")?;
-    let blocks = job.size / bs as u64;
-    let mut order: Vec<u64> = (0..blocks).collect();
-    if let Pattern::Rand(seed) = job.pattern {
-        order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
-    }
     // One buffer serves every write in flight: writes only read it.
-    let buf = super::loopdev::fill_buffer(bs, blocks ^ job.size);
+    let (order, buf) = blocks_and_buffer(job.size, bs, job.pattern);
     let mut o = Outcome {
         clat_ns: Vec::with_capacity(order.len()),
         ..Outcome::default()

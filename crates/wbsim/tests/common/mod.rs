@@ -5,7 +5,7 @@
 
 use wbsim::experiment::results::Results;
 use wbsim::experiment::runner::{run_one, RunOptions};
-use wbsim::experiment::scenario::{load, parse_str, Scenario};
+use wbsim::experiment::scenario::{load, parse_str, ResolvedVariant, Scenario};
 
 /// The built-in scenario `scenarios/NAME.toml`.
 pub fn builtin(name: &str) -> Scenario {
@@ -17,14 +17,23 @@ pub fn builtin(name: &str) -> Scenario {
 /// `quick`, and checks the invariants held.
 pub fn run_variant(s: &Scenario, variant: &str, quick: bool) -> Results {
     let v = s.variant(variant).unwrap_or_else(|e| panic!("{e}"));
+    run_resolved(s, &v, quick)
+}
+
+/// Runs the resolved variant `v` (one sweep point, say) of `s` with the
+/// scenario's seed, in its `--quick` form when `quick`, and checks the
+/// invariants held.
+pub fn run_resolved(s: &Scenario, v: &ResolvedVariant, quick: bool) -> Results {
     let opts = RunOptions {
         quick,
         ..RunOptions::default()
     };
-    let r = run_one(s, &v, s.seed, &opts).unwrap_or_else(|e| panic!("{e}"));
+    let r = run_one(s, v, s.seed, &opts).unwrap_or_else(|e| panic!("{e}"));
     assert!(
         r.invariants.violations.is_empty(),
-        "{:?}",
+        "{} [{}]: {:?}",
+        s.origin(),
+        v.label,
         r.invariants.violations
     );
     r
