@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use sim::Time;
 
 pub use crate::model::fs::vfs::Machine;
+use crate::model::mm::page_alloc::Watermarks;
 use crate::model::mm::page_writeback::limits::DirtyThresholds;
+use crate::model::mm::vmscan::ReclaimStats;
 use crate::model::mm::vmstat::VmStat;
 
 /// What one writeback context of a mounted filesystem's bdi did.
@@ -64,6 +66,17 @@ impl Machine {
     /// Every balance_dirty_pages pause so far, ns.
     pub fn bdp_pauses(&self) -> Vec<Time> {
         self.mm().pauses()
+    }
+
+    /// Reclaim counters so far (`/proc/vmstat`'s pgscan, pgsteal,
+    /// allocstall, pageoutrun; reclaim_throttle sleeps).
+    pub fn reclaim_stats(&self) -> ReclaimStats {
+        self.mm().pgdat().stats()
+    }
+
+    /// The zone watermarks in force (`/proc/zoneinfo` min, low, high), pages.
+    pub fn watermarks(&self) -> Watermarks {
+        self.mm().pgdat().watermarks()
     }
 
     /// Model tracepoint counts so far, by name.

@@ -73,5 +73,9 @@ key_table! {
             "vm.dirty_expire_centisecs.";
         dirty_writeback_centisecs: Int(0, i32::MAX as u64) => |s, n| s.dirty_writeback_centisecs = n,
             "vm.dirty_writeback_centisecs (0 disables periodic writeback).";
+        min_free_kbytes: Int(0, i32::MAX as u64) => |s, n| s.set_min_free_kbytes(n).map_err(refused)?,
+            "vm.min_free_kbytes, KiB (sets the min watermark; default sqrt(16 * lowmem KiB)).";
+        watermark_scale_factor: Int(1, 3000) => |s, n| s.set_watermark_scale_factor(n).map_err(refused)?,
+            "vm.watermark_scale_factor, 1/10000 of memory between the min, low and high watermarks.";
     }
 }

@@ -2,19 +2,20 @@
 //! `iomap_dio_rw` (O_DIRECT), `filemap_read` (buffered reads), with
 //! RWF_DONTCACHE's drop-behind folios, and allocation with direct reclaim.
 //!
-//! A buffered write of a range is handled as one batch: the block mapping
-//! under the inode's ilock (`->iomap_begin`, a filesystem cost), the CPU of
-//! write_begin, copy and write_end for every page, speculative preallocation
-//! beyond EOF for a write that extends the file (XFS), the pages marked dirty
-//! (new pages allocated, reclaiming clean pages if memory is short), the inode
-//! marked dirty, then `balance_dirty_pages_ratelimited`. `fallocate(2)` gives
-//! a range unwritten blocks. Simplified: partial-page
-//! writes do not read the page first (writes are page aligned in practice);
-//! readahead is not modelled (a read fetches exactly its missing pages); reclaim
-//! takes clean pages from the least recently used inodes (one LRU over inodes,
-//! not the kernel's per-folio active/inactive lists).
+//! A buffered write maps its range once under the inode's ilock
+//! (`->iomap_begin`, a filesystem cost) and reserves speculative
+//! preallocation beyond EOF for a write that extends the file (XFS); then,
+//! as `iomap_write_iter` does, it goes folio by folio: allocate missing
+//! folios (`__alloc_pages`: kswapd below the low watermark, direct reclaim
+//! below min, mm/page_alloc.rs and mm/vmscan.rs), pay write_begin, copy and
+//! write_end, mark the pages and the inode dirty, and call
+//! `balance_dirty_pages_ratelimited` after each folio. Folios the ratelimit
+//! gate lets through are taken as one step. `fallocate(2)` gives a range
+//! unwritten blocks. Simplified: partial-page writes do not read the page
+//! first (writes are page aligned in practice); readahead is not modelled (a
+//! read fetches exactly its missing pages).
 
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use sim::Time;
 
@@ -30,9 +31,10 @@ use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::WritebackControl;
 use crate::model::fs::writepages::DROPBEHIND_PAGE_NS;
 use crate::model::mm::backing_dev::{SyncMode, WbReason};
+use crate::model::mm::page_alloc;
 use crate::model::mm::page_writeback::account_delta;
 use crate::model::mm::page_writeback::{self as throttle, TaskDirty};
-use crate::model::mm::vmscan::{self, LruFile};
+use crate::model::mm::vmscan::{LruFile, ReclaimSource};
 use crate::model::mm::vmstat::PAGE_SIZE;
 use crate::model::policy::DontcacheFlush;
 
@@ -78,11 +80,15 @@ fn page_range(pos: u64, len: u64) -> (u64, u64) {
     (pos / PAGE_SIZE, (pos + len).div_ceil(PAGE_SIZE))
 }
 
-/// Direct reclaim for `pages` new page-cache pages ([`vmscan::ensure_free`])
-/// over every file of a superblock with writeback, waking the flushers when
-/// only dirty pages remain.
-async fn ensure_free(m: &Rc<Machine>, pages: u64) {
-    let files = || -> Vec<Rc<dyn LruFile>> {
+/// What reclaim sees of the filesystems: every file of a superblock with
+/// writeback, and the flusher wakeup (mm/ does not know files).
+struct FsReclaim(Weak<Machine>);
+
+impl ReclaimSource for FsReclaim {
+    fn lru_files(&self) -> Vec<Rc<dyn LruFile>> {
+        let Some(m) = self.0.upgrade() else {
+            return Vec::new();
+        };
         m.vfs()
             .supers()
             .iter()
@@ -95,11 +101,33 @@ async fn ensure_free(m: &Rc<Machine>, pages: u64) {
                     .collect::<Vec<_>>()
             })
             .collect()
-    };
-    vmscan::ensure_free(m.mm(), pages, m.costs().reclaim_page_ns, files, || {
-        wakeup_flusher_threads(m, WbReason::Vmscan)
-    })
-    .await;
+    }
+
+    fn wakeup_flusher_threads(&self) {
+        if let Some(m) = self.0.upgrade() {
+            wakeup_flusher_threads(&m, WbReason::Vmscan);
+        }
+    }
+
+    fn reclaim_page_ns(&self) -> Time {
+        self.0
+            .upgrade()
+            .map(|m| m.costs().reclaim_page_ns)
+            .unwrap_or(0)
+    }
+}
+
+/// Allocates `pages` new page-cache pages ([`page_alloc::alloc_pages`]:
+/// kswapd below the low watermark, direct reclaim below min), registering
+/// the filesystems with reclaim on first use. With `nowait` (IOCB_NOWAIT,
+/// FGP_NOWAIT) an allocation that would need direct reclaim fails with
+/// `IoError::Again`.
+async fn alloc_folios(m: &Rc<Machine>, pages: u64, nowait: bool) -> Result<(), IoError> {
+    let pg = m.mm().pgdat();
+    if !pg.has_source() {
+        pg.set_source(Rc::new(FsReclaim(Rc::downgrade(m))));
+    }
+    page_alloc::alloc_pages(m.mm(), pages, nowait).await
 }
 
 /// write(2)/pwritev2(2) of `len` bytes at `pos`.
@@ -136,8 +164,14 @@ pub async fn vfs_write(
     Ok(())
 }
 
-/// `generic_perform_write` and what follows it (`generic_write_sync` for
-/// RWF_DONTCACHE, `balance_dirty_pages_ratelimited`).
+/// `generic_perform_write` / `iomap_write_iter` and what follows it
+/// (`generic_write_sync` for RWF_DONTCACHE). The range is mapped once
+/// (`->iomap_begin`), then copied folio by folio: each folio is allocated if
+/// missing (with reclaim), copied into and marked dirty, and
+/// `balance_dirty_pages_ratelimited` runs after it. Folios the ratelimit
+/// gate would let through are taken together
+/// ([`throttle::pages_until_ratelimit`]): the gate is a counter check, so
+/// the result is the kernel's per-folio loop, with one step per gate firing.
 async fn generic_perform_write(
     m: &Rc<Machine>,
     task: &mut TaskDirty,
@@ -157,21 +191,15 @@ async fn generic_perform_write(
         drop(ilock);
     }
     m.sched()
-        .cpu(
-            m.costs().syscall_ns
-                + f.sb.fs.costs().write_call_ns.saturating_sub(ilock_ns)
-                + npages * f.sb.fs.costs().write_page_ns,
-        )
+        .cpu(m.costs().syscall_ns + f.sb.fs.costs().write_call_ns.saturating_sub(ilock_ns))
         .await;
+    let page_ns = f.sb.fs.costs().write_page_ns;
     if !f.sb.bdi.can_writeback {
         // tmpfs: shmem pages, never dirty-accounted or written back.
+        m.sched().cpu(npages * page_ns).await;
         let d = f.inode.mapping.borrow_mut().add_clean(start, end, false);
         m.mm().vm_add_shmem(d.cached);
         return Ok(());
-    }
-    let missing = f.inode.mapping.borrow().count_missing(start, end);
-    if missing > 0 {
-        ensure_free(m, missing).await;
     }
     // A write extending the file over holes reserves delalloc beyond EOF.
     let size_pages = f.inode.st.borrow().i_size.div_ceil(PAGE_SIZE);
@@ -182,16 +210,30 @@ async fn generic_perform_write(
         }
     }
     let wb = inode_attach_wb(&f.sb, &f.inode, m.policies().wb_ctx_assign);
-    let d = f
-        .inode
-        .mapping
-        .borrow_mut()
-        .mark_dirty(start, end, fl.dontcache);
-    account_delta(m.mm(), Some(&wb), &d);
-    if d.dirtied > 0 {
-        mark_inode_dirty(m, &f.inode, I_DIRTY_PAGES);
+    let mut idx = start;
+    while idx < end {
+        let step = throttle::pages_until_ratelimit(task, &wb);
+        let chunk_end = end.min(idx + step);
+        // write_begin: find or allocate the folios.
+        let missing = f.inode.mapping.borrow().count_missing(idx, chunk_end);
+        if missing > 0 {
+            alloc_folios(m, missing, fl.nowait).await?;
+        }
+        // copy_folio_from_iter_atomic and write_end.
+        m.sched().cpu((chunk_end - idx) * page_ns).await;
+        let d = f
+            .inode
+            .mapping
+            .borrow_mut()
+            .mark_dirty(idx, chunk_end, fl.dontcache);
+        account_delta(m.mm(), Some(&wb), &d);
+        if d.dirtied > 0 {
+            mark_inode_dirty(m, &f.inode, I_DIRTY_PAGES);
+        }
+        throttle::account_dirtied(m.mm(), task, d.dirtied);
+        throttle::balance_dirty_pages_ratelimited(m.mm(), task, &wb, fl.nowait).await?;
+        idx = chunk_end;
     }
-    throttle::account_dirtied(m.mm(), task, d.dirtied);
     if fl.dontcache {
         match m.policies().dontcache_flush {
             DontcacheFlush::Inline => {
@@ -211,7 +253,7 @@ async fn generic_perform_write(
             }
         }
     }
-    throttle::balance_dirty_pages_ratelimited(m.mm(), task, &wb, fl.nowait).await
+    Ok(())
 }
 
 /// `fallocate(fd, mode, pos, len)` with mode 0 or FALLOC_FL_KEEP_SIZE
@@ -276,7 +318,7 @@ pub async fn vfs_read(
     let (start, end) = page_range(pos, len);
     let missing = f.inode.mapping.borrow().count_missing(start, end);
     if missing > 0 && f.sb.bdi.can_writeback {
-        ensure_free(m, missing).await;
+        alloc_folios(m, missing, fl.nowait).await?;
         if let Some(dev) = &f.sb.device {
             dev.submit_bio_wait(Bio::read(
                 f.inode.disk_base + start * PAGE_SIZE,

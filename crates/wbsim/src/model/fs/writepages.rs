@@ -50,6 +50,12 @@ use crate::model::mm::vmstat::PAGE_SIZE;
 /// 0.2 us) plus the folio lock and the ioend's trip through a workqueue.
 pub const DROPBEHIND_PAGE_NS: Time = 300;
 
+/// `IOEND_BATCH_SIZE`: most folios in one ioend chain, "to minimise I/O
+/// completion latency" (include/linux/iomap.h, checked in
+/// `iomap_can_add_to_ioend`, fs/iomap/buffered-io.c). The model's folios are
+/// single pages, so this is pages.
+pub const IOEND_BATCH_SIZE: u64 = 4096;
+
 /// An ioend being built or in flight (`struct iomap_ioend`): a contiguous
 /// page range written as one or more chained bios, completed as a whole when
 /// its last bio completes, in task context on the filesystem's completion
@@ -87,29 +93,34 @@ async fn submit_page_range(
         end_page_writeback(m, inode, start, end);
         return;
     };
-    if let Some(wq) = wq {
-        // iomap_can_add_to_ioend: contiguous and of the same kind.
-        let needs_wq = inode.extents.borrow().has_unwritten(start, end)
-            || inode.mapping.borrow().any_dropbehind(start, end);
-        let continues = cur.as_ref().is_some_and(|io| {
-            let io = io.borrow();
-            io.end == start && io.wq.is_some() == needs_wq
-        });
-        if !continues {
-            close_ioend(m, sb, inode, cur.take());
-            *cur = Some(Rc::new(RefCell::new(Ioend {
-                start,
-                end: start,
-                wq: needs_wq.then(|| wq.clone()),
-                in_flight: 0,
-                closed: false,
-            })));
-        }
-    }
+    // iomap_can_add_to_ioend: contiguous, of the same kind, and fewer than
+    // IOEND_BATCH_SIZE folios in the ioend.
+    let needs_wq = wq.is_some()
+        && (inode.extents.borrow().has_unwritten(start, end)
+            || inode.mapping.borrow().any_dropbehind(start, end));
     let max_pages = (dev.profile().max_request_bytes / PAGE_SIZE).max(1);
     let mut s = start;
     while s < end {
-        let e = end.min(s + max_pages);
+        if let Some(wq) = wq {
+            let continues = cur.as_ref().is_some_and(|io| {
+                let io = io.borrow();
+                io.end == s && io.wq.is_some() == needs_wq && io.end - io.start < IOEND_BATCH_SIZE
+            });
+            if !continues {
+                close_ioend(m, sb, inode, cur.take());
+                *cur = Some(Rc::new(RefCell::new(Ioend {
+                    start: s,
+                    end: s,
+                    wq: needs_wq.then(|| wq.clone()),
+                    in_flight: 0,
+                    closed: false,
+                })));
+            }
+        }
+        let room = cur.as_ref().map_or(u64::MAX, |io| {
+            IOEND_BATCH_SIZE - (io.borrow().end - io.borrow().start)
+        });
+        let e = end.min(s + max_pages).min(s.saturating_add(room));
         let bio = Bio::write(inode.disk_base + s * PAGE_SIZE, (e - s) * PAGE_SIZE);
         let wm = Rc::downgrade(m);
         let wsb = Rc::downgrade(sb);

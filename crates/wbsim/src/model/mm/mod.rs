@@ -1,12 +1,15 @@
 //! `mm/`: the page cache (filemap), dirty accounting and throttling
 //! (page_writeback: the limits, bandwidth and pause calculators and
 //! `balance_dirty_pages` itself), backing devices and their writeback
-//! contexts (backing_dev), the machine's page counters (vmstat) and direct
-//! reclaim (vmscan). Memory cgroups are not modelled yet.
+//! contexts (backing_dev), the machine's page counters (vmstat), the page
+//! allocator's watermarks and slow path (page_alloc) and reclaim: kswapd,
+//! direct reclaim and the reclaim throttles (vmscan). Memory cgroups are not
+//! modelled yet.
 
 pub mod backing_dev;
 pub mod backing_dev_defs;
 pub mod filemap;
+pub mod page_alloc;
 pub mod page_writeback;
 pub mod state;
 pub mod vmscan;

@@ -19,6 +19,7 @@ use super::page_writeback::limits::{
     VmDirtyParams, WbDomain,
 };
 use super::page_writeback::pause::CpuDirtyRatelimit;
+use super::vmscan::Pgdat;
 use super::vmstat::VmStat;
 use crate::model::kernel::workqueue::{alloc_workqueue, Workqueue, WqFlags};
 use crate::model::kernel::Kernel;
@@ -46,14 +47,17 @@ pub struct Mm {
     hz: Hz,
     /// `ratelimit_pages` (writeback_set_ratelimit).
     ratelimit_pages: Cell<u64>,
-    /// `bdp_ratelimits` and `dirty_throttle_leaks` (one for the machine).
-    bdp_cpu: RefCell<CpuDirtyRatelimit>,
+    /// `bdp_ratelimits` and `dirty_throttle_leaks`, per CPU.
+    bdp_cpu: RefCell<Vec<CpuDirtyRatelimit>>,
     /// Every balance_dirty_pages pause taken, ns (for metrics).
     bdp_pauses: RefCell<Vec<Time>>,
     /// The "writeback" workqueue (`bdi_wq`): unbound, one flusher work per wb.
     bdi_wq: Workqueue,
     /// `bdi_list`.
     bdis: RefCell<Vec<Rc<Bdi>>>,
+    // --- reclaim (helper mmtails) ---
+    /// The node's reclaim state: watermarks, kswapd, reclaim throttling.
+    pgdat: Pgdat,
 }
 
 impl Mm {
@@ -76,6 +80,7 @@ impl Mm {
         let avail = global_dirtyable_memory(vm.free_pages(), 0, vm.nr_file_pages, 0);
         let th = domain_dirty_limits(avail, &p.dirty);
         let ratelimit = writeback_set_ratelimit(&mut gdom, th.thresh, k.cpus() as u64);
+        let nr_cpus = k.cpus().max(1);
         Ok(Mm {
             k,
             vm: RefCell::new(vm),
@@ -83,10 +88,15 @@ impl Mm {
             gdom: RefCell::new(gdom),
             hz,
             ratelimit_pages: Cell::new(ratelimit),
-            bdp_cpu: RefCell::new(CpuDirtyRatelimit::default()),
+            bdp_cpu: RefCell::new(vec![CpuDirtyRatelimit::default(); nr_cpus]),
             bdp_pauses: RefCell::new(Vec::new()),
             bdi_wq,
             bdis: RefCell::new(Vec::new()),
+            pgdat: Pgdat::new(
+                p.memory_bytes / super::vmstat::PAGE_SIZE,
+                p.dirty.min_free_kbytes,
+                p.dirty.watermark_scale_factor,
+            ),
         })
     }
 
@@ -148,9 +158,14 @@ impl Mm {
         self.ratelimit_pages.get()
     }
 
-    /// The per-CPU throttling counters (one for the machine).
+    /// The throttling counters of the CPU the current task runs on. The
+    /// model's scheduler does not place tasks on CPUs, so a task's CPU is
+    /// fixed by its slot (`index % nr_cpus`): tasks spread evenly over the
+    /// CPUs and do not migrate. Outside a task: CPU 0.
     pub(crate) fn bdp_cpu_mut(&self) -> RefMut<'_, CpuDirtyRatelimit> {
-        self.bdp_cpu.borrow_mut()
+        let n = self.bdp_cpu.borrow().len();
+        let cpu = self.k.sim().current().map_or(0, |t| t.index() as usize % n);
+        RefMut::map(self.bdp_cpu.borrow_mut(), |v| &mut v[cpu])
     }
 
     /// Records one balance_dirty_pages pause, ns.
@@ -176,6 +191,11 @@ impl Mm {
     /// Adds a bdi to `bdi_list`.
     pub(crate) fn bdi_list_add(&self, bdi: Rc<Bdi>) {
         self.bdis.borrow_mut().push(bdi);
+    }
+
+    /// The node's reclaim state (watermarks, kswapd, throttling).
+    pub fn pgdat(&self) -> &Pgdat {
+        &self.pgdat
     }
 
     /// Takes a bdi off `bdi_list`.

@@ -10,8 +10,8 @@
 //! NR_FILE_PAGES and the wb's WB_RECLAIMABLE / WB_WRITEBACK / WB_DIRTIED /
 //! WB_WRITTEN.
 //!
-//! Simplified: one `bdp_ratelimits` counter for the machine instead of one per
-//! CPU; no memcg domain yet.
+//! Simplified: a task's CPU (for the per-CPU `bdp_ratelimits`) is fixed by
+//! its slot, with no migration; no memcg domain yet.
 
 use std::rc::Rc;
 
@@ -109,6 +109,23 @@ pub fn wb_update_bandwidth_if_due(mm: &Mm, wb: &Rc<Wb>) {
 pub fn account_dirtied(mm: &Mm, task: &mut TaskDirty, nr: u64) {
     account_task_dirtied(&mut task.st, &mut mm.bdp_cpu_mut(), nr);
     task.dirtied_total += nr;
+}
+
+/// Pages a task may dirty through `wb` before the ratelimit gate of
+/// `balance_dirty_pages_ratelimited_flags` fires for it: what is left of the
+/// task's `nr_dirtied_pause` (8 pages while the wb's `dirty_exceeded`), at
+/// least 1. A writer that calls the gate per folio may take this many pages
+/// in one step: the gate would have returned at once for every folio
+/// before. Simplified: the per-CPU `ratelimit_pages` check (the safety net
+/// for many tasks each under their own ratelimit) is made at the end of a
+/// step rather than per folio, so a task whose CPU crossed it mid-step is
+/// balanced at most `nr_dirtied_pause` pages late.
+pub fn pages_until_ratelimit(task: &TaskDirty, wb: &Wb) -> u64 {
+    let mut ratelimit = task.st.nr_dirtied_pause;
+    if wb.dirty_exceeded.get() {
+        ratelimit = ratelimit.min(super::limits::DIRTY_EXCEEDED_RATELIMIT);
+    }
+    ratelimit.saturating_sub(task.st.nr_dirtied).max(1)
 }
 
 /// `balance_dirty_pages_ratelimited_flags`: the gate, then the
@@ -236,6 +253,7 @@ pub fn account_delta(mm: &Mm, wb: Option<&Rc<Wb>>, d: &Delta) {
         st.written += d.written;
     }
     if d.written > 0 {
+        crate::model::mm::vmscan::acct_reclaim_writeback(mm, d.written);
         if let Some(wb) = wb {
             mm.global_domain_mut()
                 .writeout_inc(wb.id, d.written, mm.now());

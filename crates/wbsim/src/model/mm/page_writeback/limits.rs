@@ -42,6 +42,14 @@ pub enum DirtyParamError {
     /// A percentage above 100.
     #[error("{name} = {value}: must be 0..=100")]
     RatioOutOfRange { name: &'static str, value: u64 },
+    /// A sysctl outside its `proc_dointvec_minmax` range.
+    #[error("{name} = {value}: must be {min}..={max}")]
+    OutOfRange {
+        name: &'static str,
+        value: u64,
+        min: u64,
+        max: u64,
+    },
     /// A byte setting whose page count does not fit in 32 bits (the kernel's
     /// -ERANGE).
     #[error("{name} = {value}: more than 2^32 pages")]
@@ -180,6 +188,18 @@ pub struct VmDirtyParams {
     /// vm.dirty_writeback_centisecs, 1/100 s: period of the flusher's periodic
     /// wakeup; 0 disables it. Default 500 (5 s). Source: `dirty_writeback_interval`.
     pub dirty_writeback_centisecs: u64,
+    /// vm.min_free_kbytes, KiB, when written; None = the boot-time default
+    /// `sqrt(lowmem_kbytes * 16)` (mm/page_alloc.c, `calculate_min_free_kbytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_free_kbytes: Option<u64>,
+    /// vm.watermark_scale_factor, 1/10000 of memory between watermarks.
+    /// Default 10 (mm/page_alloc.c), range 1..=3000.
+    #[serde(default = "default_watermark_scale_factor")]
+    pub watermark_scale_factor: u64,
+}
+
+fn default_watermark_scale_factor() -> u64 {
+    crate::model::mm::page_alloc::WATERMARK_SCALE_FACTOR_DEFAULT
 }
 
 /// Smallest non-zero `vm.dirty_bytes`, bytes. Source: `dirty_bytes_min`.
@@ -194,6 +214,8 @@ impl Default for VmDirtyParams {
             dirty_background_bytes: 0,
             dirty_expire_centisecs: 3000,
             dirty_writeback_centisecs: 500,
+            min_free_kbytes: None,
+            watermark_scale_factor: default_watermark_scale_factor(),
         }
     }
 }
@@ -217,6 +239,42 @@ impl VmDirtyParams {
                 return Err(DirtyParamError::BytesOutOfRange { name, value });
             }
         }
+        self.check_watermark_scale_factor(self.watermark_scale_factor)?;
+        Ok(())
+    }
+
+    fn check_watermark_scale_factor(&self, v: u64) -> Result<(), DirtyParamError> {
+        let max = crate::model::mm::page_alloc::WATERMARK_SCALE_FACTOR_MAX;
+        if v == 0 || v > max {
+            return Err(DirtyParamError::OutOfRange {
+                name: "vm.watermark_scale_factor",
+                value: v,
+                min: 1,
+                max,
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes vm.watermark_scale_factor (1..=3000, `proc_dointvec_minmax`).
+    pub fn set_watermark_scale_factor(&mut self, v: u64) -> Result<(), DirtyParamError> {
+        self.check_watermark_scale_factor(v)?;
+        self.watermark_scale_factor = v;
+        Ok(())
+    }
+
+    /// Writes vm.min_free_kbytes (`min_free_kbytes_sysctl_handler`: the
+    /// value is kept as `user_min_free_kbytes`, at most INT_MAX).
+    pub fn set_min_free_kbytes(&mut self, kb: u64) -> Result<(), DirtyParamError> {
+        if kb > i32::MAX as u64 {
+            return Err(DirtyParamError::OutOfRange {
+                name: "vm.min_free_kbytes",
+                value: kb,
+                min: 0,
+                max: i32::MAX as u64,
+            });
+        }
+        self.min_free_kbytes = Some(kb);
         Ok(())
     }
 
