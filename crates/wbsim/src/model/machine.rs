@@ -13,6 +13,22 @@ use crate::model::mm::page_writeback::limits::DirtyThresholds;
 use crate::model::mm::vmscan::ReclaimStats;
 use crate::model::mm::vmstat::VmStat;
 
+/// The rate control of one writeback context now (the `bdi_dirty_ratelimit`
+/// tracepoint's fields), KB/s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WbRatelimit {
+    /// The superblock's name (its mount point).
+    pub sb: String,
+    /// Context index.
+    pub ctx: usize,
+    /// `dirty_ratelimit`, KB/s.
+    pub dirty_ratelimit_kbps: u64,
+    /// `balanced_dirty_ratelimit`, KB/s.
+    pub balanced_dirty_ratelimit_kbps: u64,
+    /// `avg_write_bandwidth`, KB/s.
+    pub avg_write_bandwidth_kbps: u64,
+}
+
 /// What one writeback context of a mounted filesystem's bdi did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WbCtxStat {
@@ -66,6 +82,43 @@ impl Machine {
     /// Every balance_dirty_pages pause so far, ns.
     pub fn bdp_pauses(&self) -> Vec<Time> {
         self.mm().pauses()
+    }
+
+    /// The balance_dirty_pages pauses from the `from`-th on: (start, length),
+    /// ns.
+    pub fn bdp_pauses_from(&self, from: usize) -> Vec<(Time, Time)> {
+        self.mm().pauses_from(from)
+    }
+
+    /// The task_ratelimit of the last balance_dirty_pages call that computed
+    /// one (the tracepoint's field), KB/s.
+    pub fn bdp_task_ratelimit_kbps(&self) -> Option<u64> {
+        self.mm()
+            .last_task_ratelimit()
+            .map(|r| r * (crate::model::mm::vmstat::PAGE_SIZE / 1024))
+    }
+
+    /// Rate control of every writeback context of every superblock with
+    /// writeback, in superblock then context order.
+    pub fn wb_ratelimits(&self) -> Vec<WbRatelimit> {
+        let kb = crate::model::mm::vmstat::PAGE_SIZE / 1024;
+        let mut out = Vec::new();
+        for sb in self.vfs().supers() {
+            if !sb.bdi.can_writeback {
+                continue;
+            }
+            for wb in &sb.bdi.wbs {
+                let bw = wb.bw.borrow();
+                out.push(WbRatelimit {
+                    sb: sb.name.clone(),
+                    ctx: wb.ctx,
+                    dirty_ratelimit_kbps: bw.dirty_ratelimit * kb,
+                    balanced_dirty_ratelimit_kbps: bw.balanced_dirty_ratelimit * kb,
+                    avg_write_bandwidth_kbps: bw.avg_write_bandwidth * kb,
+                });
+            }
+        }
+        out
     }
 
     /// Reclaim counters so far (`/proc/vmstat`'s pgscan, pgsteal,

@@ -1,10 +1,15 @@
 //! Periodic sampling, like a `vmstat 1` / `iostat -x 1` / `global_dirty_state`
 //! tracepoint reader beside a real run: dirty and writeback pages, the dirty
 //! thresholds, the page cache size, and each device's write throughput per
-//! interval; and the peaks each running fio job sees. Sampling is a timer
+//! interval; the dirty throttling state the `balance_dirty_pages` and
+//! `bdi_dirty_ratelimit` tracepoints report (each writeback context's
+//! dirty_ratelimit and balanced_dirty_ratelimit, the last task_ratelimit,
+//! the pauses taken in the interval: count and mean); reclaim's progress
+//! (pages scanned and freed by kswapd and direct reclaim, free pages); and
+//! the peaks each running fio job sees. Sampling is a timer
 //! callback (it takes no simulated CPU). Not kernel code.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -32,6 +37,7 @@ pub fn start(
             .map(|(n, d)| (n.clone(), d.clone()))
             .collect(),
         last_write_bytes: RefCell::new(devices.values().map(|d| d.stats().write_bytes).collect()),
+        pauses_seen: Cell::new(0),
         samples: samples.clone(),
         interval: interval.max(1),
         until,
@@ -44,6 +50,8 @@ struct State {
     world: Rc<World>,
     devices: Vec<(String, BlockDevice)>,
     last_write_bytes: RefCell<Vec<u64>>,
+    /// balance_dirty_pages pauses already sampled.
+    pauses_seen: Cell<usize>,
     samples: Samples,
     interval: Time,
     until: Time,
@@ -63,6 +71,47 @@ impl State {
             s.sample("cached_pages", "pages", now, cached as f64);
             s.sample("dirty_limit_pages", "pages", now, th.thresh as f64);
             s.sample("bg_limit_pages", "pages", now, th.bg_thresh as f64);
+            s.sample("free_pages", "pages", now, vm.free_pages() as f64);
+            let rs = m.reclaim_stats();
+            s.sample(
+                "reclaim.pgsteal_kswapd",
+                "pages",
+                now,
+                rs.pgsteal_kswapd as f64,
+            );
+            s.sample(
+                "reclaim.pgsteal_direct",
+                "pages",
+                now,
+                rs.pgsteal_direct as f64,
+            );
+            for w in m.wb_ratelimits() {
+                let p = format!("wb.{}.{}", w.sb, w.ctx);
+                s.sample(
+                    &format!("{p}.dirty_ratelimit"),
+                    "KB/s",
+                    now,
+                    w.dirty_ratelimit_kbps as f64,
+                );
+                s.sample(
+                    &format!("{p}.balanced_dirty_ratelimit"),
+                    "KB/s",
+                    now,
+                    w.balanced_dirty_ratelimit_kbps as f64,
+                );
+            }
+            if let Some(r) = m.bdp_task_ratelimit_kbps() {
+                s.sample("bdp.task_ratelimit", "KB/s", now, r as f64);
+            }
+            let pauses = m.bdp_pauses_from(self.pauses_seen.get());
+            self.pauses_seen.set(self.pauses_seen.get() + pauses.len());
+            if now > 0 {
+                s.sample("bdp.pauses", "count", now, pauses.len() as f64);
+                if !pauses.is_empty() {
+                    let mean = pauses.iter().map(|p| p.1 as f64).sum::<f64>() / pauses.len() as f64;
+                    s.sample("bdp.pause_mean", "ms", now, mean / 1e6);
+                }
+            }
             if now > 0 {
                 let mut last = self.last_write_bytes.borrow_mut();
                 for (i, (name, d)) in self.devices.iter().enumerate() {

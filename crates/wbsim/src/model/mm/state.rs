@@ -49,8 +49,12 @@ pub struct Mm {
     ratelimit_pages: Cell<u64>,
     /// `bdp_ratelimits` and `dirty_throttle_leaks`, per CPU.
     bdp_cpu: RefCell<Vec<CpuDirtyRatelimit>>,
-    /// Every balance_dirty_pages pause taken, ns (for metrics).
-    bdp_pauses: RefCell<Vec<Time>>,
+    /// Every balance_dirty_pages pause taken: (start, length), ns (for
+    /// metrics and the pause series).
+    bdp_pauses: RefCell<Vec<(Time, Time)>>,
+    /// The task_ratelimit of the last balance_dirty_pages call that computed
+    /// one, pages/s (the tracepoint's field, for the series).
+    last_task_ratelimit: Cell<Option<u64>>,
     /// The "writeback" workqueue (`bdi_wq`): unbound, one flusher work per wb.
     bdi_wq: Workqueue,
     /// `bdi_list`.
@@ -90,6 +94,7 @@ impl Mm {
             ratelimit_pages: Cell::new(ratelimit),
             bdp_cpu: RefCell::new(vec![CpuDirtyRatelimit::default(); nr_cpus]),
             bdp_pauses: RefCell::new(Vec::new()),
+            last_task_ratelimit: Cell::new(None),
             bdi_wq,
             bdis: RefCell::new(Vec::new()),
             pgdat: Pgdat::new(
@@ -170,12 +175,34 @@ impl Mm {
 
     /// Records one balance_dirty_pages pause, ns.
     pub(crate) fn record_pause(&self, ns: Time) {
-        self.bdp_pauses.borrow_mut().push(ns);
+        self.bdp_pauses.borrow_mut().push((self.now(), ns));
     }
 
     /// Every balance_dirty_pages pause so far, ns.
     pub fn pauses(&self) -> Vec<Time> {
-        self.bdp_pauses.borrow().clone()
+        self.bdp_pauses.borrow().iter().map(|p| p.1).collect()
+    }
+
+    /// The balance_dirty_pages pauses from the `from`-th on: (start, length),
+    /// ns.
+    pub fn pauses_from(&self, from: usize) -> Vec<(Time, Time)> {
+        self.bdp_pauses
+            .borrow()
+            .get(from..)
+            .map(|s| s.to_vec())
+            .unwrap_or_default()
+    }
+
+    /// Records the task_ratelimit a balance_dirty_pages call computed,
+    /// pages/s.
+    pub(crate) fn record_task_ratelimit(&self, pages_per_s: u64) {
+        self.last_task_ratelimit.set(Some(pages_per_s));
+    }
+
+    /// The task_ratelimit of the last balance_dirty_pages call that
+    /// computed one, pages/s.
+    pub fn last_task_ratelimit(&self) -> Option<u64> {
+        self.last_task_ratelimit.get()
     }
 
     /// `bdi_wq`.

@@ -46,6 +46,7 @@ use super::page_alloc::{calculate_min_free_kbytes, setup_per_zone_wmarks, Waterm
 use super::page_writeback::account_delta;
 use super::state::Mm;
 use crate::model::kernel::sched::CgroupId;
+use crate::model::kernel::timer::schedule_timeout_end;
 use crate::model::kernel::wait::WaitQueue;
 
 /// `SWAP_CLUSTER_MAX`: pages direct reclaim asks for per attempt and the
@@ -496,7 +497,8 @@ pub async fn reclaim_throttle(mm: &Rc<Mm>, reason: VmscanThrottle) {
             }
             let gen = pg.reclaim_wake_gen.get();
             let mm2 = mm.clone();
-            let timeout = (hz / 10).max(1) * k.jiffy_ns();
+            let end = schedule_timeout_end(start, (hz / 10).max(1), k.jiffy_ns());
+            let timeout = end - start;
             pg.reclaim_wait
                 .wait_event_timeout(
                     k.sim(),
@@ -511,7 +513,9 @@ pub async fn reclaim_throttle(mm: &Rc<Mm>, reason: VmscanThrottle) {
             if skip_throttle_noprogress(mm) {
                 return;
             }
-            k.sim().sleep(k.jiffy_ns()).await;
+            k.sim()
+                .sleep_until(schedule_timeout_end(start, 1, k.jiffy_ns()))
+                .await;
         }
     }
     k.count_event("mm_vmscan_throttled");

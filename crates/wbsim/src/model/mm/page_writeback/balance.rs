@@ -22,6 +22,7 @@ use super::pause::{
     BdpFlags, BdpInput, TaskDirtyState,
 };
 use crate::model::errno::IoError;
+use crate::model::kernel::timer::schedule_timeout_end;
 use crate::model::mm::backing_dev::{wb_start_background_writeback, wb_wakeup, Bdi, Wb};
 use crate::model::mm::filemap::Delta;
 use crate::model::mm::state::Mm;
@@ -201,15 +202,26 @@ pub async fn balance_dirty_pages_ratelimited(
                 .sim()
                 .trace("balance_dirty_pages", || t.to_string());
         }
+        match &step.action {
+            BdpAction::NoPause { task_ratelimit, .. } => mm.record_task_ratelimit(*task_ratelimit),
+            BdpAction::Pause(p) => mm.record_task_ratelimit(p.task_ratelimit),
+            _ => {}
+        }
         match step.action {
             BdpAction::Freerun { .. } | BdpAction::NoPause { .. } => return Ok(()),
             BdpAction::WouldBlock(_) => return Err(IoError::Again),
             BdpAction::Pause(p) => {
-                mm.kernel().sim().sleep(p.pause_ns).await;
+                // io_schedule_timeout(pause): the sleep ends on the timer
+                // wheel's tick, after the pause (kernel/timer.rs).
+                let k = mm.kernel();
+                let tick = k.jiffy_ns();
+                let end = schedule_timeout_end(now, p.pause_ns.div_ceil(tick), tick);
+                k.sim().sleep_until(end).await;
+                let slept = end - now;
                 task.st.after_pause(&p);
-                task.paused_ns += p.pause_ns;
+                task.paused_ns += slept;
                 task.pauses += 1;
-                mm.record_pause(p.pause_ns);
+                mm.record_pause(slept);
                 if p.stop_after {
                     return Ok(());
                 }
