@@ -9,6 +9,7 @@
 pub mod backing_dev;
 pub mod backing_dev_defs;
 pub mod filemap;
+pub mod mmzone;
 pub mod page_alloc;
 pub mod page_writeback;
 pub mod state;

@@ -14,12 +14,12 @@ use sim::Time;
 
 use super::backing_dev_defs::Bdi;
 use super::filemap::Delta;
+use super::mmzone::Pgdat;
 use super::page_writeback::limits::{
     domain_dirty_limits, global_dirtyable_memory, writeback_set_ratelimit, DirtyThresholds, Hz,
     VmDirtyParams, WbDomain,
 };
 use super::page_writeback::pause::CpuDirtyRatelimit;
-use super::vmscan::Pgdat;
 use super::vmstat::VmStat;
 use crate::model::kernel::workqueue::{alloc_workqueue, Workqueue, WqFlags};
 use crate::model::kernel::Kernel;

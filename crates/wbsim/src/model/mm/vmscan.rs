@@ -35,24 +35,17 @@
 //! previous pass"), not a per-folio flag; kswapd's short "nap" before full
 //! sleep and kcompactd are left out.
 
-use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use sim::Time;
 
-use super::backing_dev_defs::Wb;
-use super::filemap::AddressSpace;
-use super::page_alloc::{calculate_min_free_kbytes, setup_per_zone_wmarks, Watermarks};
+use super::mmzone::NodeFlags;
+pub use super::mmzone::{LruFile, ReclaimSource, ReclaimStats, SWAP_CLUSTER_MAX};
 use super::page_writeback::account_delta;
 use super::state::Mm;
 use crate::model::kernel::sched::CgroupId;
 use crate::model::kernel::timer::schedule_timeout_end;
-use crate::model::kernel::wait::WaitQueue;
 
-/// `SWAP_CLUSTER_MAX`: pages direct reclaim asks for per attempt and the
-/// batch of writeback completions that wakes a throttled reclaimer
-/// (include/linux/swap.h).
-pub const SWAP_CLUSTER_MAX: u64 = 32;
 /// `DEF_PRIORITY`: reclaim starts scanning `lru >> 12` pages
 /// (mm/internal.h).
 pub const DEF_PRIORITY: u32 = 12;
@@ -71,28 +64,6 @@ pub const MAX_RECLAIM_RETRIES: u32 = 16;
 /// 6.18 kernel, large folios, five runs on a loaded machine).
 pub const SCAN_COST_DIV: Time = 2;
 
-/// What reclaim sees of a file: its page cache, the wb its pages are
-/// accounted to, and its place on the LRU.
-pub trait LruFile {
-    /// LRU order, oldest first: (last access, then a stable tie-break).
-    fn lru_key(&self) -> (Time, u64, u64);
-    /// The file's page cache.
-    fn mapping(&self) -> &RefCell<AddressSpace>;
-    /// The wb the file's pages are accounted to.
-    fn lru_wb(&self) -> Option<Rc<Wb>>;
-}
-
-/// What reclaim needs from the layers above mm/: the files on the LRU and a
-/// way to wake the flushers.
-pub trait ReclaimSource {
-    /// Every file whose page cache reclaim may shrink.
-    fn lru_files(&self) -> Vec<Rc<dyn LruFile>>;
-    /// `wakeup_flusher_threads(WB_REASON_VMSCAN)`.
-    fn wakeup_flusher_threads(&self);
-    /// CPU to reclaim one clean page, ns.
-    fn reclaim_page_ns(&self) -> Time;
-}
-
 /// Why a reclaimer sleeps in `reclaim_throttle()`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VmscanThrottle {
@@ -102,158 +73,6 @@ pub enum VmscanThrottle {
     Congested,
     /// VMSCAN_THROTTLE_NOPROGRESS: one jiffy.
     NoProgress,
-}
-
-/// Reclaim counters of the node, as /proc/vmstat names them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ReclaimStats {
-    /// `pgscan_kswapd`: pages scanned by kswapd.
-    pub pgscan_kswapd: u64,
-    /// `pgscan_direct`: pages scanned by direct reclaim.
-    pub pgscan_direct: u64,
-    /// `pgsteal_kswapd`: pages freed by kswapd.
-    pub pgsteal_kswapd: u64,
-    /// `pgsteal_direct`: pages freed by direct reclaim.
-    pub pgsteal_direct: u64,
-    /// `allocstall`: entries into direct reclaim.
-    pub allocstall: u64,
-    /// `pageoutrun`: kswapd balance runs.
-    pub pageoutrun: u64,
-    /// `nr_vmscan_immediate_reclaim`: writeback pages met again.
-    pub nr_immediate: u64,
-    /// Dirty pages met by reclaim (`nr_dirty` of mm_vmscan_lru_shrink_inactive).
-    pub nr_dirty_seen: u64,
-    /// Pages under writeback met by reclaim.
-    pub nr_writeback_seen: u64,
-    /// Flusher wakeups with WB_REASON_VMSCAN.
-    pub flusher_wakeups: u64,
-    /// `reclaim_throttle()` sleeps, by reason: writeback, congested, noprogress.
-    pub throttled: [u64; 3],
-    /// Time slept in `reclaim_throttle()`, ns, by the same reasons.
-    pub throttled_ns: [u64; 3],
-    /// Time tasks spent in direct reclaim (CPU and throttling), ns.
-    pub direct_reclaim_ns: u64,
-}
-
-/// Node flags of reclaim (`pgdat->flags`, `lruvec->flags`).
-#[derive(Clone, Copy, Debug, Default)]
-struct NodeFlags {
-    /// PGDAT_WRITEBACK: kswapd took only pages under writeback.
-    writeback: bool,
-    /// PGDAT_DIRTY: kswapd took only unqueued dirty pages.
-    dirty: bool,
-    /// LRUVEC_NODE_CONGESTED: every dirty page met was already marked for
-    /// immediate reclaim.
-    congested: bool,
-    /// PG_reclaim stand-in: a previous pass met pages under writeback and
-    /// marked them.
-    wb_marked: bool,
-}
-
-/// The reclaim part of `pg_data_t` for the machine's one node.
-pub struct Pgdat {
-    /// Zone watermarks, pages.
-    wmark: Cell<Watermarks>,
-    /// `vm.min_free_kbytes` in force, KiB.
-    min_free_kbytes: Cell<u64>,
-    /// `vm.watermark_scale_factor` in force.
-    watermark_scale_factor: Cell<u64>,
-    /// Managed pages of the zone.
-    managed_pages: u64,
-    /// Reclaim flags of the node.
-    flags: Cell<NodeFlags>,
-    /// `kswapd_wait`.
-    kswapd_wait: WaitQueue,
-    /// A wakeup is pending for kswapd (`kswapd_order` set).
-    kswapd_pending: Cell<bool>,
-    /// kswapd has been started.
-    kswapd_started: Cell<bool>,
-    /// `kswapd_failures`: balance runs that freed nothing.
-    kswapd_failures: Cell<u32>,
-    /// `reclaim_wait[VMSCAN_THROTTLE_WRITEBACK]`.
-    reclaim_wait: WaitQueue,
-    /// Bumped by every wake_up of `reclaim_wait` (a sleeper returns on any
-    /// wakeup, as `schedule_timeout` does).
-    reclaim_wake_gen: Cell<u64>,
-    /// `nr_writeback_throttled`.
-    nr_writeback_throttled: Cell<u64>,
-    /// `nr_reclaim_start`: NR_THROTTLED_WRITTEN when throttling began.
-    nr_reclaim_start: Cell<u64>,
-    /// NR_THROTTLED_WRITTEN: pages whose writeback ended while reclaimers
-    /// were throttled.
-    nr_throttled_written: Cell<u64>,
-    /// The files and flusher wakeup, registered by the filesystem layer.
-    source: RefCell<Option<Rc<dyn ReclaimSource>>>,
-    /// Counters.
-    stats: RefCell<ReclaimStats>,
-}
-
-impl Pgdat {
-    /// The node of a machine with `managed_pages` pages, with
-    /// `min_free_kbytes` (None: the boot-time default) and
-    /// `watermark_scale_factor`.
-    pub fn new(managed_pages: u64, min_free_kbytes: Option<u64>, wsf: u64) -> Pgdat {
-        let mfk = min_free_kbytes.unwrap_or_else(|| calculate_min_free_kbytes(managed_pages));
-        Pgdat {
-            wmark: Cell::new(setup_per_zone_wmarks(managed_pages, mfk, wsf)),
-            min_free_kbytes: Cell::new(mfk),
-            watermark_scale_factor: Cell::new(wsf),
-            managed_pages,
-            flags: Cell::new(NodeFlags::default()),
-            kswapd_wait: WaitQueue::new("kswapd_wait"),
-            kswapd_pending: Cell::new(false),
-            kswapd_started: Cell::new(false),
-            kswapd_failures: Cell::new(0),
-            reclaim_wait: WaitQueue::new("reclaim_wait"),
-            reclaim_wake_gen: Cell::new(0),
-            nr_writeback_throttled: Cell::new(0),
-            nr_reclaim_start: Cell::new(0),
-            nr_throttled_written: Cell::new(0),
-            source: RefCell::new(None),
-            stats: RefCell::new(ReclaimStats::default()),
-        }
-    }
-
-    /// The zone watermarks, pages.
-    pub fn watermarks(&self) -> Watermarks {
-        self.wmark.get()
-    }
-
-    /// `vm.min_free_kbytes` in force, KiB.
-    pub fn min_free_kbytes(&self) -> u64 {
-        self.min_free_kbytes.get()
-    }
-
-    /// Writes `vm.watermark_scale_factor` / `vm.min_free_kbytes` at run time
-    /// (`setup_per_zone_wmarks` again).
-    pub fn set_watermark_params(&self, min_free_kbytes: u64, wsf: u64) {
-        self.min_free_kbytes.set(min_free_kbytes);
-        self.watermark_scale_factor.set(wsf);
-        self.wmark.set(setup_per_zone_wmarks(
-            self.managed_pages,
-            min_free_kbytes,
-            wsf,
-        ));
-    }
-
-    /// The reclaim counters.
-    pub fn stats(&self) -> ReclaimStats {
-        *self.stats.borrow()
-    }
-
-    /// Whether a [`ReclaimSource`] is registered.
-    pub fn has_source(&self) -> bool {
-        self.source.borrow().is_some()
-    }
-
-    /// Registers the files and flusher wakeup reclaim works with.
-    pub fn set_source(&self, s: Rc<dyn ReclaimSource>) {
-        *self.source.borrow_mut() = Some(s);
-    }
-
-    fn source(&self) -> Option<Rc<dyn ReclaimSource>> {
-        self.source.borrow().clone()
-    }
 }
 
 /// What one `shrink_node()` pass found (`struct reclaim_stat` summed).
@@ -533,23 +352,6 @@ fn skip_throttle_noprogress(mm: &Mm) -> bool {
     let vm = mm.vm();
     let write_pending = vm.nr_file_dirty + vm.nr_writeback;
     2 * write_pending <= vm.nr_file_pages
-}
-
-/// `acct_reclaim_writeback()`, from `folio_end_writeback`: while reclaimers
-/// are throttled on writeback, counts the `nr` pages that finished and wakes
-/// them once more than SWAP_CLUSTER_MAX per throttled task have.
-pub fn acct_reclaim_writeback(mm: &Mm, nr: u64) {
-    let pg = mm.pgdat();
-    let throttled = pg.nr_writeback_throttled.get();
-    if throttled == 0 {
-        return;
-    }
-    let w = pg.nr_throttled_written.get() + nr;
-    pg.nr_throttled_written.set(w);
-    if w - pg.nr_reclaim_start.get() > SWAP_CLUSTER_MAX * throttled {
-        pg.reclaim_wake_gen.set(pg.reclaim_wake_gen.get() + 1);
-        pg.reclaim_wait.wake_up();
-    }
 }
 
 fn sorted_files(src: &dyn ReclaimSource) -> Vec<Rc<dyn LruFile>> {

@@ -198,8 +198,15 @@ pub struct VmDirtyParams {
     pub watermark_scale_factor: u64,
 }
 
+/// Default `vm.watermark_scale_factor`, 1/10000 of the zone
+/// (mm/page_alloc.c: `watermark_scale_factor = 10`).
+pub const WATERMARK_SCALE_FACTOR_DEFAULT: u64 = 10;
+/// Largest `vm.watermark_scale_factor` the sysctl accepts (mm/page_alloc.c
+/// sysctl table: extra2 = 3000).
+pub const WATERMARK_SCALE_FACTOR_MAX: u64 = 3000;
+
 fn default_watermark_scale_factor() -> u64 {
-    crate::model::mm::page_alloc::WATERMARK_SCALE_FACTOR_DEFAULT
+    WATERMARK_SCALE_FACTOR_DEFAULT
 }
 
 /// Smallest non-zero `vm.dirty_bytes`, bytes. Source: `dirty_bytes_min`.
@@ -244,7 +251,7 @@ impl VmDirtyParams {
     }
 
     fn check_watermark_scale_factor(&self, v: u64) -> Result<(), DirtyParamError> {
-        let max = crate::model::mm::page_alloc::WATERMARK_SCALE_FACTOR_MAX;
+        let max = WATERMARK_SCALE_FACTOR_MAX;
         if v == 0 || v > max {
             return Err(DirtyParamError::OutOfRange {
                 name: "vm.watermark_scale_factor",
