@@ -219,6 +219,20 @@ async fn generic_perform_write(
         if missing > 0 {
             alloc_folios(m, missing, fl.nowait).await?;
         }
+        // write_begin locks the folios: wait while writeback holds them
+        // (folio waits share the inode's hashed wait queue with writeback
+        // waits, as folio_wait_table does). IOCB_NOWAIT only tries.
+        if f.inode.mapping.borrow().is_locked(idx, chunk_end) {
+            if fl.nowait {
+                return Err(IoError::Again);
+            }
+            m.count_event("folio_lock_wait");
+            let (ino, s, e) = (f.inode.clone(), idx, chunk_end);
+            f.inode
+                .i_wb_wait
+                .wait_event(m.sim(), move || !ino.mapping.borrow().is_locked(s, e))
+                .await;
+        }
         // copy_folio_from_iter_atomic and write_end.
         m.sched().cpu((chunk_end - idx) * page_ns).await;
         let d = f

@@ -22,8 +22,10 @@
 //!
 //! Pages are taken in batches of one maximum-size bio, so pages under
 //! writeback are bounded by the device's queue depth (submit_bio blocks for a
-//! tag), as in the kernel. Left out: folio locking and the per-folio skip of
-//! locked folios (pages_skipped stays 0); the cached mapping of
+//! tag), as in the kernel. The folios of a bio stay locked until it is
+//! submitted, so a writer copying into them waits (also while submission
+//! sleeps for a tag). Left out: the per-folio skip of locked folios
+//! (pages_skipped stays 0); the cached mapping of
 //! `xfs_writepage_ctx` (every range is looked up); on-disk size updates at
 //! completion.
 
@@ -131,6 +133,10 @@ async fn submit_page_range(
             io.end = e;
             io.in_flight += 1;
         }
+        // The folios stay locked while they are added to the bio and the bio
+        // is submitted (submission may sleep for a tag): iomap_writepage_map
+        // unlocks a folio once it is in an ioend's bio.
+        inode.mapping.borrow_mut().lock_range(s, e);
         dev.submit_bio(
             bio,
             Box::new(move || {
@@ -147,6 +153,8 @@ async fn submit_page_range(
             }),
         )
         .await;
+        inode.mapping.borrow_mut().unlock_range(s, e);
+        inode.i_wb_wait.wake_up_all();
         s = e;
     }
 }

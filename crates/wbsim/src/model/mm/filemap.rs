@@ -14,7 +14,12 @@
 //!   because these devices do not ask for stable pages). Counted in both
 //!   NR_FILE_DIRTY and NR_WRITEBACK, as the kernel does.
 //!
-//! Left out: folio sizes (every page is 4 KiB, order 0), page locks, the
+//! Folio locks are kept only where writeback holds them (while adding folios
+//! to a bio) as locked page ranges; a writer copying into a folio waits for
+//! them (`folio_lock` in `write_begin`).
+//!
+//! Left out: folio sizes (every page is 4 KiB, order 0), the writer's own
+//! folio lock (writers of one file are serialized by the inode lock), the
 //! PAGECACHE_TAG_TOWRITE tagging of WB_SYNC_ALL (the caller bounds its walk
 //! instead), shadow entries and refault detection.
 
@@ -111,6 +116,9 @@ pub struct AddressSpace {
     /// Pages whose writeback has ended, ever (lets a waiter wait for the
     /// pages under writeback *now* without waiting for later ones).
     pub nr_writeback_done: u64,
+    /// Page ranges whose folios are locked (PG_locked) by writeback while it
+    /// adds them to a bio.
+    locked: Vec<(u64, u64)>,
 }
 
 impl AddressSpace {
@@ -394,6 +402,24 @@ impl AddressSpace {
             }));
         }
         d
+    }
+
+    /// `folio_lock` on the folios of `[start, end)` (the caller checked
+    /// [`AddressSpace::is_locked`] first).
+    pub fn lock_range(&mut self, start: u64, end: u64) {
+        self.locked.push((start, end));
+    }
+
+    /// `folio_unlock` of a range taken with [`AddressSpace::lock_range`].
+    pub fn unlock_range(&mut self, start: u64, end: u64) {
+        if let Some(i) = self.locked.iter().position(|&r| r == (start, end)) {
+            self.locked.swap_remove(i);
+        }
+    }
+
+    /// Whether a folio of `[start, end)` is locked.
+    pub fn is_locked(&self, start: u64, end: u64) -> bool {
+        self.locked.iter().any(|&(s, e)| s < end && start < e)
     }
 
     /// Clean pages cached.

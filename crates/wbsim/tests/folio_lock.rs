@@ -1,0 +1,79 @@
+//! Folio locks held by writeback: a write into folios that writeback has
+//! locked while it submits their bio waits until the bio is submitted.
+
+use std::rc::Rc;
+
+use sim::{Sim, MSEC, SEC};
+use wbsim::model::block::{BlockDevice, DeviceProfile};
+use wbsim::model::fs::ext4::Ext4;
+use wbsim::model::fs::read_write::{create_file, vfs_write, IoFlags};
+use wbsim::model::fs::super_::sget;
+use wbsim::model::fs::sync::file_write_and_wait;
+use wbsim::model::init::MachineConfig;
+use wbsim::model::machine::Machine;
+use wbsim::model::mm::backing_dev::BdiSettings;
+use wbsim::model::mm::page_writeback::TaskDirty;
+
+/// Dirties 64 MiB, starts writing it back through a device with one tag
+/// (each bio's submission sleeps until the previous one completes, with its
+/// folios locked), and rewrites the file from the start meanwhile: the
+/// rewriter catches up with the writeback front and waits for folio locks.
+/// With `nowait` the rewrite gets EAGAIN there instead.
+fn rewrite_behind_writeback(nowait: bool) -> (u64, bool) {
+    let sim = Sim::new(1);
+    let m = Machine::new(&sim, MachineConfig::new(2, 4 << 30)).unwrap();
+    let mut prof = DeviceProfile::nvme_dc();
+    prof.write_bw_bytes_per_sec = 100 << 20;
+    prof.queue_depth = 1;
+    let dev = BlockDevice::new(&sim, "nvme0n1", prof);
+    let sb = sget(&m, "data", Rc::new(Ext4), Some(dev), BdiSettings::default());
+    let f = create_file(&m, &sb);
+    let size = 64u64 << 20;
+    let (m2, f2, sb2) = (m.clone(), f.clone(), sb.clone());
+    let again = Rc::new(std::cell::Cell::new(false));
+    let again2 = again.clone();
+    sim.spawn("test", async move {
+        let mut task = TaskDirty::default();
+        vfs_write(&m2, &mut task, &f2, 0, size, IoFlags::default())
+            .await
+            .unwrap();
+        let (m3, sb3, ino) = (m2.clone(), sb2.clone(), f2.inode.clone());
+        m2.sim().spawn("fsync", async move {
+            file_write_and_wait(&m3, &sb3, &ino).await;
+        });
+        m2.sim().sleep(50 * MSEC).await;
+        let fl = IoFlags {
+            nowait,
+            ..Default::default()
+        };
+        let mut pos = 0;
+        while pos < size {
+            if vfs_write(&m2, &mut task, &f2, pos, 1 << 20, fl)
+                .await
+                .is_err()
+            {
+                again2.set(true);
+                return;
+            }
+            pos += 1 << 20;
+        }
+    });
+    sim.run_until(10 * SEC).unwrap();
+    let waits = m.events().get("folio_lock_wait").copied().unwrap_or(0);
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+    (waits, again.get())
+}
+
+#[test]
+fn a_write_waits_for_a_folio_lock_held_by_writeback() {
+    let (waits, again) = rewrite_behind_writeback(false);
+    assert!(waits > 0, "the rewrite never met a locked folio");
+    assert!(!again);
+}
+
+#[test]
+fn a_nowait_write_gets_eagain_on_a_folio_locked_by_writeback() {
+    let (waits, again) = rewrite_behind_writeback(true);
+    assert_eq!(waits, 0);
+    assert!(again, "IOCB_NOWAIT must not wait for the folio lock");
+}
