@@ -494,6 +494,14 @@ fn other_value_errors() {
         "dirty_ratio",
         &["0..=100"],
     );
+    let extra = "\n[sysctl]\nwatermark_scale_factor = 0\n";
+    check(
+        &err(extra),
+        ErrorKind::OutOfRange,
+        line_of(extra, "watermark_scale_factor"),
+        "watermark_scale_factor",
+        &["3000"],
+    );
     let extra = "\n[[actor]]\nname = \"a\"\nrepeat = \"always\"\nsteps = [{ op = \"sync\" }]\n";
     check(
         &err(extra),
