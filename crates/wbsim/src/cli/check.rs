@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use clap::Args as ClapArgs;
 
 use crate::experiment::runner::{plan, RunOptions};
-use crate::experiment::scenario;
-use crate::workload::fio;
+use crate::experiment::{scenario, validate};
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -17,11 +16,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
     let sc = scenario::load(&a.scenario)?;
-    let mut nr_jobs = 0;
-    for j in &sc.jobs {
-        let jf = fio::parse_str_at(&j.fio.text, &j.fio.origin, j.fio.line_offset)?;
-        nr_jobs += jf.jobs.len();
-    }
+    let nr_jobs = validate::validate(&sc)?.fio_jobs;
     let runs = plan(&sc, &RunOptions::default())?;
     println!(
         "{}: ok: scenario '{}', {} variant(s), {} run(s), {} fio job(s), {} actor(s)",

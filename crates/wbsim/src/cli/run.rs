@@ -40,6 +40,9 @@ fn results_file_name(r: &Results) -> String {
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
     let sc = scenario::load(&a.scenario)?;
+    // The checks `wbsim check` makes, so input errors stop the run before
+    // it starts, located in the file.
+    crate::experiment::validate::validate(&sc)?;
     for v in &a.variants {
         if !sc.variant_names().contains(&v.as_str()) {
             anyhow::bail!(
