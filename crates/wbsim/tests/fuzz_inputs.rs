@@ -15,8 +15,8 @@
 //! schema mismatch, name the file only).
 //!
 //! Bounded by time: `WBSIM_FUZZ_SECS` seconds per target (default 3; the
-//! CI step in scripts/test.sh gives 20), and by `WBSIM_FUZZ_SEED` (default
-//! 1) for the generator. A failing input is written to
+//! CI step in scripts/test.sh gives 20); the generator's seed is
+//! `WBSIM_FUZZ_SEED` (default one). A failing input is written to
 //! `target/fuzz-failures/<target>-<case>` and the test fails. Not
 //! coverage-guided: cargo-fuzz needs a nightly toolchain and a C++ libFuzzer
 //! build that scripts/install.sh does not provide on a clean CI machine.
