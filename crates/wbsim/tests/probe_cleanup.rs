@@ -1,6 +1,7 @@
 //! The live probe cleans up when killed mid-run: SIGINT and SIGTERM sent to
 //! `wbsim probe` (the built binary) at chosen points leave no mount, loop
-//! device, tracefs instance, image or bdi setting of its behind. Skips
+//! device, tracefs instance, image or bdi setting of its behind, exit
+//! 128 + the signal and write the partial results. Skips
 //! (with the reason printed) when not root or without loop devices.
 
 mod probe_common;
@@ -21,6 +22,8 @@ fn kill_mid_run(name: &str, args: &[&str], marker: &str, delay: Duration, sig: i
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let scratch = Scratch::new(name);
+    let out_dir = Scratch::new(&format!("{name}-out"));
+    let out_file = out_dir.0.join("partial.json");
     let bdi_before = loop_bdi_settings();
     let mut child = Command::new(env!("CARGO_BIN_EXE_wbsim"))
         .arg("probe")
@@ -28,7 +31,7 @@ fn kill_mid_run(name: &str, args: &[&str], marker: &str, delay: Duration, sig: i
         .arg("--tmpdir")
         .arg(&scratch.0)
         .arg("--out")
-        .arg(scratch.0.join("never-written.json"))
+        .arg(&out_file)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -75,9 +78,19 @@ fn kill_mid_run(name: &str, args: &[&str], marker: &str, delay: Duration, sig: i
         std::thread::sleep(Duration::from_millis(50));
     };
     let log = reader.join().unwrap_or_default().join("\n");
+    assert_eq!(
+        status.code(),
+        Some(128 + sig),
+        "{name}: exit status after a signal:\n{log}"
+    );
+    let partial = wbsim::experiment::results::Results::load(&out_file)
+        .unwrap_or_else(|e| panic!("{name}: no partial results: {e:#}\n{log}"));
     assert!(
-        !status.success(),
-        "{name}: exited successfully after a signal:\n{log}"
+        partial
+            .live
+            .as_ref()
+            .is_some_and(|l| l.notes.iter().any(|n| n.contains("INTERRUPTED"))),
+        "{name}: the partial results do not say they were interrupted"
     );
     assert!(
         !log.contains("cleanup:"),

@@ -6,31 +6,34 @@ use std::path::PathBuf;
 use clap::Args as ClapArgs;
 
 use crate::experiment::runner::{plan, RunOptions};
-use crate::experiment::scenario;
-use crate::workload::fio;
+use crate::experiment::{scenario, validate};
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
     /// The scenario file (TOML).
     pub scenario: PathBuf,
+    /// Refuse a scenario whose run is estimated to need more memory than
+    /// this (bytes, or 4g, 512m...); the same limit `wbsim run` applies.
+    #[arg(long, value_name = "SIZE", default_value = "4g",
+          value_parser = validate::parse_max_memory)]
+    pub max_memory: u64,
 }
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
     let sc = scenario::load(&a.scenario)?;
-    let mut nr_jobs = 0;
-    for j in &sc.jobs {
-        let jf = fio::parse_str_at(&j.fio.text, &j.fio.origin, j.fio.line_offset)?;
-        nr_jobs += jf.jobs.len();
-    }
+    let summary = validate::validate_with_limit(&sc, a.max_memory)?;
+    let nr_jobs = summary.fio_jobs;
     let runs = plan(&sc, &RunOptions::default())?;
     println!(
-        "{}: ok: scenario '{}', {} variant(s), {} run(s), {} fio job(s), {} actor(s)",
+        "{}: ok: scenario '{}', {} variant(s), {} run(s), {} fio job(s), {} actor(s), \
+         about {} MiB per run",
         a.scenario.display(),
         sc.name,
         sc.variant_names().len(),
         runs.len(),
         nr_jobs,
-        sc.actors.len()
+        sc.actors.len(),
+        summary.est_bytes >> 20
     );
     Ok(0)
 }

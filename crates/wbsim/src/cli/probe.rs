@@ -1,6 +1,9 @@
 //! `wbsim probe EXPERIMENT [--out FILE] [--repeat N] [--rounds N] [--strict] [--wait-quiet SECS] [--quick] [--tmpdir DIR]`:
 //! run an experiment on the live kernel (Linux, root) and write its results
-//! file (same format as the simulator's).
+//! file (same format as the simulator's). First removes what a dead probe
+//! left behind (`crate::probe::recover`); `wbsim probe --cleanup
+//! [--tmpdir DIR]` does only that. SIGINT/SIGTERM: cleans up, writes the
+//! partial results and exits 130/143.
 
 use std::path::PathBuf;
 
@@ -26,8 +29,14 @@ pub enum ProbeExperiment {
 #[derive(ClapArgs, Debug)]
 pub struct Args {
     /// The experiment.
-    #[arg(value_enum)]
-    pub experiment: ProbeExperiment,
+    #[arg(value_enum, required_unless_present = "cleanup")]
+    pub experiment: Option<ProbeExperiment>,
+    /// Only remove what dead probes (killed, e.g. by SIGKILL) left under
+    /// the probe directory base (--tmpdir, else $TMPDIR, else /var/tmp):
+    /// their mounts, loop devices, images and directories, each verified
+    /// to be theirs; prints what it removed. Exit 0 if clean afterwards.
+    #[arg(long, conflicts_with = "experiment")]
+    pub cleanup: bool,
     /// Results file to write (default: probe-EXPERIMENT.json).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -65,7 +74,24 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     use crate::probe::{self, Experiment, Options};
 
-    let experiment = match args.experiment {
+    if let Some(why) = probe::refusal() {
+        eprintln!("wbsim probe: refused: {why}");
+        return Ok(3);
+    }
+    let Some(experiment) = args.experiment.filter(|_| !args.cleanup) else {
+        let r = probe::cleanup_stale(args.tmpdir.as_deref())?;
+        if r.removed.is_empty() && r.refused.is_empty() {
+            println!("nothing to clean up");
+        }
+        for l in &r.removed {
+            println!("removed {l}");
+        }
+        for l in &r.refused {
+            println!("REFUSED {l}");
+        }
+        return Ok(if r.refused.is_empty() { 0 } else { 1 });
+    };
+    let experiment = match experiment {
         ProbeExperiment::Umount => Experiment::Umount,
         ProbeExperiment::Dontcache => Experiment::Dontcache,
         ProbeExperiment::BufferedWrite => Experiment::BufferedWrite,
@@ -73,10 +99,6 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ProbeExperiment::Uring => Experiment::Uring,
         ProbeExperiment::Pressure => Experiment::Pressure,
     };
-    if let Some(why) = probe::refusal() {
-        eprintln!("wbsim probe: refused: {why}");
-        return Ok(3);
-    }
     let out = args
         .out
         .unwrap_or_else(|| PathBuf::from(format!("probe-{}.json", experiment.name())));
@@ -91,8 +113,33 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         tmpdir: args.tmpdir,
         command,
     };
-    let results = probe::run(&opts)?;
-    results.save(&out)?;
+    let outcome = match probe::run(&opts) {
+        Ok(o) => o,
+        Err(e) => match probe::guard::signalled() {
+            // Interrupted before anything was measured.
+            Some(sig) => {
+                eprintln!("wbsim probe: {e:#}");
+                probe::guard::main_exiting();
+                return Ok(128 + sig);
+            }
+            None => return Err(e),
+        },
+    };
+    let results = outcome.results;
+    let saved = results.save(&out);
+    if let Some(sig) = outcome.interrupted {
+        match &saved {
+            Ok(()) => eprintln!(
+                "wbsim probe: interrupted by {}; partial results in {}",
+                probe::guard::signal_name(sig),
+                out.display()
+            ),
+            Err(e) => eprintln!("wbsim probe: interrupted; writing partial results: {e:#}"),
+        }
+        probe::guard::main_exiting();
+        return Ok(128 + sig);
+    }
+    saved?;
     print_summary(&results);
     println!("wrote {}", out.display());
     Ok(0)

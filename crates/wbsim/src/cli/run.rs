@@ -31,6 +31,11 @@ pub struct Args {
     /// Repetitions per variant (default: the scenario's `repeat`).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: Option<u32>,
+    /// Refuse to start a run estimated to need more memory than this
+    /// (bytes, or 4g, 512m...); `wbsim check` applies the same limit.
+    #[arg(long, value_name = "SIZE", default_value = "4g",
+          value_parser = crate::experiment::validate::parse_max_memory)]
+    pub max_memory: u64,
 }
 
 /// The file name of one run's results (the same as `wbsim reproduce` writes).
@@ -40,6 +45,9 @@ fn results_file_name(r: &Results) -> String {
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
     let sc = scenario::load(&a.scenario)?;
+    // The checks `wbsim check` makes, so input errors stop the run before
+    // it starts, located in the file.
+    crate::experiment::validate::validate_with_limit(&sc, a.max_memory)?;
     for v in &a.variants {
         if !sc.variant_names().contains(&v.as_str()) {
             anyhow::bail!(

@@ -7,3 +7,4 @@ pub mod report;
 pub mod results;
 pub mod runner;
 pub mod scenario;
+pub mod validate;

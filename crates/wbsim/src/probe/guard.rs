@@ -26,6 +26,20 @@
 //! start once dying), gives the main thread up to 30 s to unwind and clean
 //! up, cleans up itself otherwise, and exits with 128 + the signal number.
 //! Cleanup is idempotent and runs once.
+//!
+//! Every resource is journalled in `DIR/state` before it is made
+//! ([`super::recover`]), so a probe killed with SIGKILL, which runs none of
+//! the above, is cleaned up by the next `wbsim probe` (or `wbsim probe
+//! --cleanup`). On SIGINT/SIGTERM the main thread, once it has written the
+//! partial results, calls [`main_exiting`] and exits 128 + the signal
+//! itself; the signal thread only exits on its own if the main thread has
+//! not done so within 30 s.
+//!
+//! Test hook: with `WBSIM_PROBE_PAUSE_AT=image|losetup|mount` in the
+//! environment the probe stops right after making its first image, loop
+//! device or loop-device mount ([`Guard::pause_point`]), prints `[probe]
+//! paused at POINT` and waits (up to 10 min, or until a signal), so a test
+//! can kill it at a known point.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -34,7 +48,41 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use super::recover::{proc_starttime, Journal};
 use super::sys;
+
+/// Set by the main thread once it has written what it could after a
+/// signal; the signal thread then leaves the exit to it.
+static MAIN_EXITING: AtomicBool = AtomicBool::new(false);
+
+/// The signal (SIGINT/SIGTERM) this process received, or 0.
+static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+
+/// The SIGINT/SIGTERM a probe of this process received, if any.
+pub fn signalled() -> Option<i32> {
+    match SIGNALLED.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// Tells the signal thread that the main thread will exit by itself
+/// (after a SIGINT/SIGTERM, once partial results are written).
+pub fn main_exiting() {
+    MAIN_EXITING.store(true, Ordering::SeqCst);
+}
+
+/// The directory probe directories are made in: `base`, else `$TMPDIR`
+/// if absolute, else `/var/tmp`.
+pub fn base_dir(base: Option<&Path>) -> PathBuf {
+    match base {
+        Some(b) => b.to_path_buf(),
+        None => std::env::var_os("TMPDIR")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| PathBuf::from("/var/tmp")),
+    }
+}
 
 /// `LOOP_CLR_FD` (`include/uapi/linux/loop.h`).
 const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
@@ -65,6 +113,8 @@ struct Inner {
     op_lock: Mutex<()>,
     state: Mutex<State>,
     counter: AtomicU64,
+    /// The state journal (`DIR/state`).
+    journal: Mutex<Journal>,
 }
 
 /// Owns the probe's temporary directory and cleans up on drop.
@@ -106,13 +156,7 @@ impl Guard {
     /// Creates `BASE/wbsim-probe-PID-N` (BASE: `base`, else `$TMPDIR` if
     /// absolute, else `/var/tmp`) and installs the SIGINT/SIGTERM handler.
     pub fn new(base: Option<&Path>) -> anyhow::Result<Guard> {
-        let base = match base {
-            Some(b) => b.to_path_buf(),
-            None => std::env::var_os("TMPDIR")
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-                .unwrap_or_else(|| PathBuf::from("/var/tmp")),
-        };
+        let base = base_dir(base);
         let base = base
             .canonicalize()
             .with_context(|| format!("temporary directory base {}", base.display()))?;
@@ -137,6 +181,13 @@ impl Guard {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
             .with_context(|| format!("chmod {}", dir.display()))?;
+        let journal = match Journal::create(&dir) {
+            Ok(j) => j,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
         let inner = Arc::new(Inner {
             dir,
             dying: AtomicI32::new(0),
@@ -145,6 +196,7 @@ impl Guard {
             op_lock: Mutex::new(()),
             state: Mutex::new(State::default()),
             counter: AtomicU64::new(0),
+            journal: Mutex::new(journal),
         });
         let guard = Guard { inner };
         guard.install_signal_thread()?;
@@ -160,12 +212,18 @@ impl Guard {
             .spawn(move || {
                 if let Some(sig) = signals.forever().next() {
                     inner.dying.store(sig, Ordering::SeqCst);
+                    SIGNALLED.store(sig, Ordering::SeqCst);
                     eprintln!(
                         "wbsim probe: {}: stopping and cleaning up",
                         signal_name(sig)
                     );
                     let deadline = Instant::now() + SIGNAL_GRACE;
-                    while !inner.cleaned.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    while Instant::now() < deadline {
+                        if MAIN_EXITING.load(Ordering::SeqCst) {
+                            // The main thread cleaned up, wrote what it
+                            // had and exits with 128 + the signal.
+                            return;
+                        }
                         std::thread::sleep(Duration::from_millis(20));
                     }
                     for e in cleanup(&inner) {
@@ -222,9 +280,36 @@ impl Guard {
         Ok(g)
     }
 
-    /// Remembers child process `pid` (killed at cleanup).
+    /// Appends a record to the state journal (see [`super::recover`]);
+    /// called before the resource it names is made, which must not be made
+    /// if this fails.
+    pub fn record(&self, kind: &str, path: &Path, extra: &[&str]) -> anyhow::Result<()> {
+        let p = path.to_string_lossy();
+        let mut fields = vec![p.as_ref()];
+        fields.extend_from_slice(extra);
+        lock(&self.inner.journal).record(kind, &fields)
+    }
+
+    /// The test hook (module doc): pauses here if `WBSIM_PROBE_PAUSE_AT`
+    /// names `point`, until a signal or 10 min.
+    pub fn pause_point(&self, point: &str) {
+        if std::env::var("WBSIM_PROBE_PAUSE_AT").ok().as_deref() != Some(point) {
+            return;
+        }
+        eprintln!("[probe] paused at {point} (WBSIM_PROBE_PAUSE_AT)");
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while Instant::now() < deadline && self.interrupted().is_none() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Remembers child process `pid` (killed at cleanup; journalled with
+    /// its start time so a later recovery kills it only if it is the same
+    /// process).
     pub fn add_child(&self, pid: u32) {
         lock(&self.inner.state).children.push(pid);
+        let start = proc_starttime(pid).unwrap_or(0).to_string();
+        let _ = lock(&self.inner.journal).record("child", &[&pid.to_string(), &start]);
     }
 
     /// Forgets child `pid` (after it was reaped).
@@ -246,6 +331,7 @@ impl Guard {
     /// (or by [`Guard::restore_all`]). Returns the value.
     pub fn save(&self, file: &Path) -> anyhow::Result<String> {
         let old = sys::read_trim(file)?;
+        self.record("restore", file, &[&old])?;
         lock(&self.inner.state)
             .restores
             .push((file.to_path_buf(), old.clone()));
@@ -315,6 +401,12 @@ pub fn loops_under(dir: &Path) -> Vec<String> {
         .collect();
     out.sort();
     out
+}
+
+/// `LOOP_CLR_FD` on `dev` (ENXIO, already detached, is success); the
+/// caller has verified the device's backing file.
+pub fn clear_loop_dev(dev: &Path) -> std::io::Result<()> {
+    clear_loop(dev)
 }
 
 fn clear_loop(dev: &Path) -> std::io::Result<()> {

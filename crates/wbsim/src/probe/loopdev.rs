@@ -69,14 +69,17 @@ impl LoopDev {
     /// it with direct I/O on.
     pub fn create(guard: &Guard, what: &str, size: u64) -> anyhow::Result<LoopDev> {
         let image = guard.unique(what).with_extension("img");
+        guard.record("image", &image, &[])?;
         {
             let f = std::fs::File::create_new(&image)
                 .with_context(|| format!("create {}", image.display()))?;
             f.set_len(size)
                 .with_context(|| format!("truncate {}", image.display()))?;
         }
+        guard.pause_point("image");
         let out = {
             let _op = guard.op()?;
+            guard.record("loop", &image, &[])?;
             sys::run(
                 "losetup",
                 &[
@@ -100,6 +103,7 @@ impl LoopDev {
             direct_io: false,
         };
         l.verify(guard)?;
+        guard.pause_point("losetup");
         let direct_io = sys::read_trim(&PathBuf::from(format!("/sys/block/{}/loop/dio", l.name)))
             .is_ok_and(|v| v == "1");
         Ok(LoopDev { direct_io, ..l })
@@ -186,18 +190,23 @@ impl LoopDev {
     /// Mounts the device as `fs` on a fresh mount point; returns it.
     pub fn mount(&self, guard: &Guard, fs: Fs) -> anyhow::Result<PathBuf> {
         let mnt = guard.unique(&format!("mnt-{}", fs.name()));
+        guard.record("mountpoint", &mnt, &[])?;
         std::fs::create_dir(&mnt).with_context(|| format!("mkdir {}", mnt.display()))?;
-        let _op = guard.op()?;
-        self.verify(guard)?;
-        sys::run(
-            "mount",
-            &[
-                "-t".as_ref(),
-                fs.name().as_ref(),
-                self.dev.as_os_str(),
-                mnt.as_os_str(),
-            ],
-        )?;
+        {
+            let _op = guard.op()?;
+            self.verify(guard)?;
+            guard.record("mount", &mnt, &[fs.name()])?;
+            sys::run(
+                "mount",
+                &[
+                    "-t".as_ref(),
+                    fs.name().as_ref(),
+                    self.dev.as_os_str(),
+                    mnt.as_os_str(),
+                ],
+            )?;
+        }
+        guard.pause_point("mount");
         Ok(mnt)
     }
 
@@ -228,8 +237,10 @@ impl LoopDev {
 /// Mounts a tmpfs of `size` bytes on a fresh mount point.
 pub fn mount_tmpfs(guard: &Guard, size: u64) -> anyhow::Result<PathBuf> {
     let mnt = guard.unique("mnt-tmpfs");
+    guard.record("mountpoint", &mnt, &[])?;
     std::fs::create_dir(&mnt).with_context(|| format!("mkdir {}", mnt.display()))?;
     let _op = guard.op()?;
+    guard.record("mount", &mnt, &["tmpfs"])?;
     sys::run(
         "mount",
         &[

@@ -55,9 +55,11 @@ fn debugfs_preempt(guard: &Guard) -> Option<String> {
         return Some(s);
     }
     let mnt = guard.unique("debugfs");
+    guard.record("mountpoint", &mnt, &[]).ok()?;
     std::fs::create_dir(&mnt).ok()?;
     let s = {
         let _op = guard.op().ok()?;
+        guard.record("mount", &mnt, &["debugfs"]).ok()?;
         sys::run(
             "mount",
             &[

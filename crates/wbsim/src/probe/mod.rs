@@ -88,6 +88,7 @@ pub mod machine;
 pub mod meminfo;
 pub mod pressure;
 pub mod quiet;
+pub mod recover;
 pub mod spread;
 pub mod sys;
 pub mod tracefs;
@@ -221,13 +222,55 @@ pub fn refusal() -> Option<String> {
     None
 }
 
-/// Runs one probe experiment; cleanup has run when it returns.
-pub fn run(opts: &Options) -> anyhow::Result<Results> {
+/// Removes what dead probes left under the probe base directory (`tmpdir`,
+/// else `$TMPDIR`, else /var/tmp; see [`recover`]), printing each removal
+/// and refusal; an error if something could not be removed or was refused.
+pub fn cleanup_stale(tmpdir: Option<&std::path::Path>) -> anyhow::Result<recover::Report> {
+    if let Some(why) = refusal() {
+        bail!("{why}");
+    }
+    let base = guard::base_dir(tmpdir);
+    let report = recover::cleanup_stale(&base)?;
+    for l in &report.removed {
+        progress(&format!("cleanup of a dead probe: removed {l}"));
+    }
+    for l in &report.refused {
+        progress(&format!("cleanup of a dead probe: REFUSED {l}"));
+    }
+    for d in &report.live {
+        progress(&format!(
+            "cleanup: {} belongs to a running probe, left alone",
+            d.display()
+        ));
+    }
+    Ok(report)
+}
+
+/// What [`run`] produced.
+pub struct Outcome {
+    /// The results (partial if interrupted: the rounds and jobs done).
+    pub results: Results,
+    /// The signal that interrupted the run, if any.
+    pub interrupted: Option<i32>,
+}
+
+/// Runs one probe experiment after removing what dead probes left behind;
+/// cleanup has run when it returns. Interrupted by SIGINT/SIGTERM, it
+/// returns the metrics measured so far with `interrupted` set (and a note
+/// in `live.notes`).
+pub fn run(opts: &Options) -> anyhow::Result<Outcome> {
     if let Some(why) = refusal() {
         bail!("{why}");
     }
     if opts.repeat == 0 {
         bail!("--repeat must be at least 1");
+    }
+    let stale = cleanup_stale(opts.tmpdir.as_deref())?;
+    if !stale.refused.is_empty() {
+        bail!(
+            "a dead probe left resources that could not be removed (see above); \
+             resolve them by hand, then run `wbsim probe --cleanup`"
+        );
     }
     let t0 = Instant::now();
     let guard = Guard::new(opts.tmpdir.as_deref())?;
@@ -278,8 +321,11 @@ pub fn run(opts: &Options) -> anyhow::Result<Results> {
     let mut jobs = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let mut scenario_tables = String::new();
+    let mut stopped: Option<String> = None;
     for r in 1..=rounds {
-        guard.check()?;
+        if guard.interrupted().is_some() {
+            break;
+        }
         let mut cond = if r == 1 {
             first.clone()
         } else {
@@ -302,13 +348,27 @@ pub fn run(opts: &Options) -> anyhow::Result<Results> {
             settings: BTreeMap::new(),
             scenario_tables: String::new(),
         };
-        match opts.experiment {
-            Experiment::Umount => umount::run(&mut ctx)?,
-            Experiment::Dontcache => dontcache::run(&mut ctx)?,
-            Experiment::BufferedWrite => buffered_write::run(&mut ctx)?,
-            Experiment::Wakeup => wakeup::run(&mut ctx)?,
-            Experiment::Uring => uring::run(&mut ctx)?,
-            Experiment::Pressure => pressure::run(&mut ctx)?,
+        let res = match opts.experiment {
+            Experiment::Umount => umount::run(&mut ctx),
+            Experiment::Dontcache => dontcache::run(&mut ctx),
+            Experiment::BufferedWrite => buffered_write::run(&mut ctx),
+            Experiment::Wakeup => wakeup::run(&mut ctx),
+            Experiment::Uring => uring::run(&mut ctx),
+            Experiment::Pressure => pressure::run(&mut ctx),
+        };
+        if let Err(e) = res {
+            // An error caused by a signal keeps what was measured;
+            // any other error fails the run.
+            match guard.interrupted() {
+                Some(sig) => {
+                    stopped = Some(format!(
+                        "INTERRUPTED by {} in round {r} of {rounds} ({e:#}): partial results, \
+                         metrics of the jobs finished before the signal",
+                        guard::signal_name(sig)
+                    ))
+                }
+                None => return Err(e),
+            }
         }
         cond.steal_pct = quiet::steal_pct(cpu0, quiet::cpu_times());
         conditions.push(cond);
@@ -323,14 +383,32 @@ pub fn run(opts: &Options) -> anyhow::Result<Results> {
         }
         settings.extend(ctx.settings);
         round_metrics.push(ctx.metrics);
+        if stopped.is_some() {
+            break;
+        }
     }
     let errs = guard.cleanup();
     if !errs.is_empty() {
         bail!("cleanup failed: {}", errs.join("; "));
     }
-    guard.check()?;
+    let interrupted = guard.interrupted();
+    if let (Some(sig), None) = (interrupted, &stopped) {
+        stopped = Some(format!(
+            "INTERRUPTED by {} between rounds: partial results ({} round(s) done)",
+            guard::signal_name(sig),
+            round_metrics.len()
+        ));
+    }
+    if let Some(n) = stopped {
+        notes.push(n);
+    }
     let name = format!("probe-{}", opts.experiment.name());
-    let model = info.model_params(&name, &scenario_tables)?;
+    let model = match info.model_params(&name, &scenario_tables) {
+        Ok(m) => m,
+        // A round cut short may have described only part of its machine.
+        Err(_) if interrupted.is_some() => info.model_params(&name, "")?,
+        Err(e) => return Err(e),
+    };
     let mut live = info.live;
     live.experiment = opts.experiment.name().to_string();
     live.command = opts.command.clone();
@@ -384,9 +462,10 @@ pub fn run(opts: &Options) -> anyhow::Result<Results> {
         date: date_utc(),
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
-    Ok(Results::from_probe(
-        &name, model, &metrics, jobs, host, live,
-    ))
+    Ok(Outcome {
+        results: Results::from_probe(&name, model, &metrics, jobs, host, live),
+        interrupted,
+    })
 }
 
 /// Now as RFC 3339 UTC (civil-from-days, no time crate needed).

@@ -57,8 +57,10 @@ pub struct Capture {
 /// Mounts a private tracefs under the guard's directory; returns its path.
 pub fn mount(guard: &Guard) -> anyhow::Result<PathBuf> {
     let mnt = guard.unique("tracefs");
+    guard.record("mountpoint", &mnt, &[])?;
     std::fs::create_dir(&mnt).with_context(|| format!("mkdir {}", mnt.display()))?;
     let _op = guard.op()?;
+    guard.record("mount", &mnt, &["tracefs"])?;
     sys::run(
         "mount",
         &[
@@ -117,6 +119,7 @@ impl Instance {
         let dir = root.join("instances").join(&name);
         {
             let _op = guard.op()?;
+            guard.record("instance", &dir, &[])?;
             std::fs::create_dir(&dir)
                 .with_context(|| format!("creating tracefs instance {}", dir.display()))?;
             guard.add_instance(&dir);

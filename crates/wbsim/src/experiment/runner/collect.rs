@@ -261,7 +261,11 @@ fn check_invariants(world: &World) -> Invariants {
     let mut inv = Invariants::default();
     let (checked, bad) = m.check_page_conservation();
     inv.checked += checked;
-    inv.violations.extend(bad);
+    let now = m.sim().now();
+    inv.violations.extend(
+        bad.into_iter()
+            .map(|b| format!("t={now} ns (end of run): {b}")),
+    );
     inv.violations.extend(m.violations());
     inv
 }

@@ -141,8 +141,9 @@ impl Kernel {
         self.stats.count_event(name);
     }
 
-    /// Records an invariant violation.
+    /// Records an invariant violation, stamped with the simulated time
+    /// (`t=NS ns: WHAT`; WHAT names the objects involved).
     pub fn violation(&self, what: String) {
-        self.stats.violation(what);
+        self.stats.violation(format!("t={} ns: {what}", self.now()));
     }
 }
