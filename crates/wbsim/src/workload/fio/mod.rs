@@ -23,6 +23,7 @@
 //! assert_eq!(jf.jobs[0].bs_write_bytes, 1 << 20);
 //! ```
 
+pub mod dist;
 pub mod job;
 pub mod options;
 pub mod output;

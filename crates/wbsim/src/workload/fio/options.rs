@@ -11,6 +11,7 @@
 //! Anything not in [`OPTIONS`] is an error; fio's range forms (`bs=4k-8k`,
 //! `startdelay=5-10`) and `rw=...:N` offset modifiers are not supported.
 
+use super::dist::{BlockSizes, RandomDistribution};
 use super::job::{Fallocate, FioJob, IoEngine, OptionSource, RwMode};
 use super::units::{
     parse_bool, parse_int, parse_size, parse_time_secs_default_ns, SIZE_HINT, TIME_HINT,
@@ -41,6 +42,12 @@ pub enum OptKind {
     Bool,
     /// A flag that may stand alone (`FIO_OPT_STR_SET`); `key=N` sets N != 0.
     Flag,
+    /// `bsrange=min-max[,min-max]`.
+    BsRange,
+    /// `bssplit=bs/pct:bs/pct[,...]`.
+    BsSplit,
+    /// `random_distribution=`.
+    RandDist,
 }
 
 /// One supported option.
@@ -110,6 +117,10 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("ramp_time",       &[],                    OptKind::TimeSecs, "warm-up before statistics"),
     opt("startdelay",      &[],                    OptKind::TimeSecs, "delay before start"),
     opt("rate",            &[],                    OptKind::RatePair, "bytes/s cap, or read,write pair"),
+    opt("rate_iops",       &[],                    OptKind::RatePair, "I/Os per second cap (as rate = iops x block size), or read,write pair"),
+    opt("bsrange",         &["blocksize_range"],   OptKind::BsRange,  "block size drawn per I/O in min-max (multiple of min)"),
+    opt("bssplit",         &[],                    OptKind::BsSplit,  "block sizes drawn per I/O by weight: 4k/50:64k/50"),
+    opt("random_distribution", &[],                OptKind::RandDist, "random offsets: random, zipf:T, pareto:H, normal:DEV, zoned:A/S:..."),
     opt("group_reporting", &[],                    OptKind::Flag,     "report a group as a whole"),
     opt("create_on_open",  &[],                    OptKind::Bool,     "create files at open time"),
     opt("thread",          &[],                    OptKind::Flag,     "clones are threads"),
@@ -263,6 +274,9 @@ pub enum OptValue {
     Pair(Option<u64>, Option<u64>),
     Bool(bool),
     Ns(u64),
+    /// Read and write block size choices (`None`: unchanged).
+    Sizes(Option<BlockSizes>, Option<BlockSizes>),
+    Dist(RandomDistribution),
 }
 
 /// Parses `raw` (None for a bare key) for `spec`. The error is the reason,
@@ -316,7 +330,78 @@ pub fn parse_value(spec: &OptionSpec, raw: Option<&str>) -> Result<OptValue, Str
         OptKind::Flag => parse_int(v, 0, U32_MAX)
             .map(|n| OptValue::Bool(n != 0))
             .map_err(|_| "expected 0 or 1, or the bare option name".to_string()),
+        OptKind::BsRange | OptKind::BsSplit => parse_sizes(v, spec.kind == OptKind::BsSplit),
+        OptKind::RandDist => RandomDistribution::from_fio(v).map(OptValue::Dist),
     }
+}
+
+/// `bsrange`/`bssplit` values, with fio's read,write[,trim] comma form.
+fn parse_sizes(v: &str, split: bool) -> Result<OptValue, String> {
+    let one = |s: &str| -> Result<Option<BlockSizes>, String> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Ok(None);
+        }
+        let size = |x: &str| -> Result<u64, String> {
+            match parse_size(x.trim()) {
+                Ok(0) => Err(format!("block size must be at least 1 byte; {SIZE_HINT}")),
+                Ok(n) => Ok(n),
+                Err(e) => Err(format!("{e}; {SIZE_HINT}")),
+            }
+        };
+        if split {
+            let mut list = Vec::new();
+            for e in s.split(':').filter(|e| !e.is_empty()) {
+                let (b, p) = e.split_once('/').unwrap_or((e, "0"));
+                let p = parse_int(p.trim(), 0, 100)
+                    .map_err(|_| format!("'{e}': expected SIZE/PERCENT like 4k/50"))?;
+                list.push((size(b)?, u32::try_from(p).unwrap_or(100)));
+            }
+            let given: u32 = list.iter().map(|(_, p)| *p).sum();
+            if given > 100 {
+                return Err("percentages add up to more than 100".into());
+            }
+            // fio: entries without a percentage share what is left.
+            let zero = list.iter().filter(|(_, p)| *p == 0).count() as u32;
+            if zero > 0 {
+                let share = (100 - given) / zero;
+                let mut left = 100 - given - share * zero;
+                for e in list.iter_mut().filter(|(_, p)| *p == 0) {
+                    e.1 = share + u32::from(left > 0);
+                    left = left.saturating_sub(1);
+                }
+            } else if given != 100 {
+                return Err("percentages must add up to 100".into());
+            }
+            if list.is_empty() {
+                return Err("expected SIZE/PERCENT entries like 4k/50:64k/50".into());
+            }
+            Ok(Some(BlockSizes::Split(list)))
+        } else {
+            let (lo, hi) = s
+                .split_once('-')
+                .ok_or_else(|| format!("'{s}': expected MIN-MAX like 4k-64k"))?;
+            let (lo, hi) = (size(lo)?, size(hi)?);
+            if hi < lo {
+                return Err(format!("'{s}': max is below min"));
+            }
+            Ok(Some(BlockSizes::Range(lo, hi)))
+        }
+    };
+    let parts: Vec<&str> = v.split(',').collect();
+    if parts.len() > 3 {
+        return Err("at most three comma-separated values (read,write,trim)".to_string());
+    }
+    let read = one(parts[0])?;
+    if parts.len() == 1 {
+        let r = read.ok_or_else(|| "empty value".to_string())?;
+        return Ok(OptValue::Sizes(Some(r.clone()), Some(r)));
+    }
+    let write = one(parts[1])?;
+    if let Some(t) = parts.get(2) {
+        one(t)?;
+    }
+    Ok(OptValue::Sizes(read, write))
 }
 
 /// `a`, `a,b`, `a,`, `,b`, `a,b,c` (third = trim, checked and ignored).
@@ -396,6 +481,23 @@ pub fn apply(job: &mut FioJob, spec: &OptionSpec, value: &OptValue, src: &Option
                 job.rate_write_bytes_per_s = (*w > 0).then_some(*w);
             }
         }
+        ("rate_iops", V::Pair(r, w)) => {
+            if let Some(r) = r {
+                job.rate_iops_read = (*r > 0).then_some(*r);
+            }
+            if let Some(w) = w {
+                job.rate_iops_write = (*w > 0).then_some(*w);
+            }
+        }
+        ("bsrange" | "bssplit", V::Sizes(r, w)) => {
+            if r.is_some() {
+                job.bs_read_choices = r.clone();
+            }
+            if w.is_some() {
+                job.bs_write_choices = w.clone();
+            }
+        }
+        ("random_distribution", V::Dist(d)) => job.random_distribution = d.clone(),
         ("group_reporting", V::Bool(b)) => job.group_reporting = *b,
         ("create_on_open", V::Bool(b)) => job.create_on_open = *b,
         ("thread", V::Bool(b)) => job.thread = *b,
@@ -430,6 +532,9 @@ mod tests {
                 OptKind::TimeSecs => "1s",
                 OptKind::Int { .. } => "1",
                 OptKind::Bool | OptKind::Flag => "1",
+                OptKind::BsRange => "4k-8k",
+                OptKind::BsSplit => "4k/50:8k/50",
+                OptKind::RandDist => "zipf:1.2",
             };
             let v = parse_value(spec, Some(sample)).expect(spec.name);
             let mut job = FioJob::with_defaults("j", "t", 1);

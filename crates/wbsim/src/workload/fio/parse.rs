@@ -405,6 +405,17 @@ fn check_job(job: &mut FioJob) -> Result<(), FioError> {
     if job.ioengine.is_sync() {
         job.iodepth = 1;
     }
+    // rate_iops caps I/Os per second; the pacing works in bytes per second
+    // (fio's rate code converts the same way: iops x block size). The lower
+    // of rate and rate_iops wins.
+    if let Some(iops) = job.rate_iops_read {
+        let b = iops.saturating_mul(job.mean_bs(false));
+        job.rate_read_bytes_per_s = Some(job.rate_read_bytes_per_s.map_or(b, |r| r.min(b)));
+    }
+    if let Some(iops) = job.rate_iops_write {
+        let b = iops.saturating_mul(job.mean_bs(true));
+        job.rate_write_bytes_per_s = Some(job.rate_write_bytes_per_s.map_or(b, |r| r.min(b)));
+    }
     Ok(())
 }
 
