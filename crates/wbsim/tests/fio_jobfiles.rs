@@ -200,3 +200,25 @@ fn other_engines_and_bad_input_are_clear_errors() {
         text(&o)
     );
 }
+
+#[test]
+fn every_accepted_option_is_documented() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/fio-options.md"
+    ))
+    .unwrap();
+    for o in wbsim::workload::fio::options::OPTIONS {
+        assert!(
+            doc.contains(&format!("| `{}` |", o.name)),
+            "{} is not in docs/fio-options.md",
+            o.name
+        );
+    }
+    for (n, _) in wbsim::workload::fio::options::NOT_MODELLED {
+        assert!(
+            doc.contains(&format!("| `{n}` |")),
+            "{n} is not in docs/fio-options.md"
+        );
+    }
+}
