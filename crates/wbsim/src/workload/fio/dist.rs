@@ -214,7 +214,7 @@ mod tests {
         let r = BlockSizes::Range(4096, 16384);
         for _ in 0..1000 {
             let b = r.pick(&mut rng);
-            assert!(b % 4096 == 0 && (4096..=16384).contains(&b), "{b}");
+            assert!(b.is_multiple_of(4096) && (4096..=16384).contains(&b), "{b}");
         }
     }
 }

@@ -363,8 +363,7 @@ fn parse_sizes(v: &str, split: bool) -> Result<OptValue, String> {
             }
             // fio: entries without a percentage share what is left.
             let zero = list.iter().filter(|(_, p)| *p == 0).count() as u32;
-            if zero > 0 {
-                let share = (100 - given) / zero;
+            if let Some(share) = (100 - given).checked_div(zero) {
                 let mut left = 100 - given - share * zero;
                 for e in list.iter_mut().filter(|(_, p)| *p == 0) {
                     e.1 = share + u32::from(left > 0);
