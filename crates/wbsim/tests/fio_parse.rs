@@ -182,13 +182,13 @@ fn comments_blank_lines_and_bare_flags() {
 
 #[test]
 fn unknown_option_names_file_line_option_and_job() {
-    let e = err_of("[global]\nsize=1g\n\n[seq]\nrw=write\nbs=1m\niodepth_batch=8\n");
+    let e = err_of("[global]\nsize=1g\n\n[seq]\nrw=write\nbs=1m\nlatency_target=8\n");
     assert_eq!(e.line, 7);
-    assert_eq!(e.option.as_deref(), Some("iodepth_batch"));
+    assert_eq!(e.option.as_deref(), Some("latency_target"));
     assert_eq!(e.kind, FioErrorKind::UnknownOption);
     let msg = e.to_string();
     assert!(
-        msg.starts_with("jobs/t.fio:7: unknown option 'iodepth_batch' in job 'seq' (supported: "),
+        msg.starts_with("jobs/t.fio:7: unknown option 'latency_target' in job 'seq' (supported: "),
         "{msg}"
     );
     assert!(
@@ -308,7 +308,7 @@ fn iodepth_clamped_for_sync_engines() {
 
 #[test]
 fn unsupported_syntax_errors() {
-    let e = err_of("[j]\nsize=${SIZE}\n");
+    let e = err_of("[j]\nsize=${WBSIM_TEST_SURELY_UNSET_VAR}\n");
     assert_eq!((e.line, e.kind), (2, FioErrorKind::Unsupported));
     let e = err_of("include other.fio\n[j]\nsize=1g\n");
     assert_eq!((e.line, e.option.as_deref()), (1, Some("include")));

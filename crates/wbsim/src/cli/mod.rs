@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod compare;
+pub mod fio_run;
 pub mod live_tables;
 pub mod probe;
 pub mod report;
@@ -23,7 +24,7 @@ pub struct Cli {
 pub enum Command {
     /// Run every built-in experiment (every variant) and write the report.
     Reproduce(reproduce::Args),
-    /// Run a scenario's variants and write results JSON.
+    /// Run a scenario's variants, or a fio job file, and write results JSON.
     Run(run::Args),
     /// Validate a scenario without running it.
     Check(check::Args),

@@ -1,5 +1,7 @@
-//! `wbsim run SCENARIO`: run a scenario's variants (or the ones named), print
-//! a readable summary per run, and write one results JSON per run.
+//! `wbsim run SCENARIO.toml`: run a scenario's variants (or the ones named),
+//! print a readable summary per run, and write one results JSON per run.
+//! `wbsim run JOB.fio [--machine M] [--fs F] [--device D]`: run a fio job file
+//! on a built-in machine ([`super::fio_run`]), the same way.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,10 +13,25 @@ use crate::experiment::results::Results;
 use crate::experiment::runner::{plan, run_one, RunOptions};
 use crate::experiment::scenario;
 
+use super::fio_run;
+
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// The scenario file (TOML).
+    /// The scenario file (`.toml`), or a fio job file (any other name).
     pub scenario: PathBuf,
+    /// fio job files: the built-in machine (vm2, server16, laptop4).
+    #[arg(long, value_name = "PROFILE")]
+    pub machine: Option<String>,
+    /// fio job files: the filesystem (xfs, ext4, btrfs, tmpfs).
+    #[arg(long, value_name = "TYPE")]
+    pub fs: Option<String>,
+    /// fio job files: the device profile (nvme-dc, qemu-nvme, loop-virtio, pmem).
+    #[arg(long, value_name = "PROFILE")]
+    pub device: Option<String>,
+    /// fio job files: simulated time limit (e.g. "30s"); default: the jobs'
+    /// runtimes plus 60 s, or 300 s when a job has no runtime.
+    #[arg(long, value_name = "TIME")]
+    pub duration: Option<String>,
     /// Run only this variant (repeatable); default: every variant.
     #[arg(long = "variant", value_name = "NAME")]
     pub variants: Vec<String>,
@@ -44,7 +61,46 @@ fn results_file_name(r: &Results) -> String {
 }
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
-    let sc = scenario::load(&a.scenario)?;
+    let fio_file = fio_run::is_fio_file(&a.scenario);
+    let sc = if fio_file {
+        let duration_ns = a
+            .duration
+            .as_deref()
+            .map(|d| scenario::parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}")))
+            .transpose()?;
+        let target = fio_run::Target {
+            machine: a
+                .machine
+                .clone()
+                .unwrap_or_else(|| fio_run::DEFAULT_MACHINE.to_string()),
+            fs: a
+                .fs
+                .clone()
+                .unwrap_or_else(|| fio_run::DEFAULT_FS.to_string()),
+            device: a
+                .device
+                .clone()
+                .unwrap_or_else(|| fio_run::DEFAULT_DEVICE.to_string()),
+            duration_ns,
+        };
+        fio_run::build(&a.scenario, &target)?.0
+    } else {
+        for (flag, given) in [
+            ("--machine", a.machine.is_some()),
+            ("--fs", a.fs.is_some()),
+            ("--device", a.device.is_some()),
+            ("--duration", a.duration.is_some()),
+        ] {
+            if given {
+                anyhow::bail!(
+                    "{flag} is for fio job files; {} is a scenario, whose [machine], \
+                     [[device]], [[filesystem]] and duration are in the file",
+                    a.scenario.display()
+                );
+            }
+        }
+        scenario::load(&a.scenario)?
+    };
     // The checks `wbsim check` makes, so input errors stop the run before
     // it starts, located in the file.
     crate::experiment::validate::validate_with_limit(&sc, a.max_memory)?;
@@ -104,6 +160,9 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         match run_one(&sc, v, *seed, &opts) {
             Ok(mut r) => {
                 r.host.date = crate::cli::today();
+                let jobs = scenario_fio_jobs(&sc, &v.name);
+                r.not_modelled = jobs.1;
+                r.unfinished_jobs = unfinished_jobs(&r, &jobs.0);
                 let path = match (&dir, &a.out) {
                     (Some(d), _) => d.join(results_file_name(&r)),
                     (None, Some(f)) => f.clone(),
@@ -116,6 +175,13 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                         return Err(e.into());
                     }
                 }
+                for j in &r.unfinished_jobs {
+                    eprintln!(
+                        "wbsim run: job '{j}' did not finish its size before the run ended \
+                         (at {} of simulated time); its numbers cover only what it did",
+                        scenario::format_duration(sc.duration_ns)
+                    );
+                }
                 if !r.invariants.violations.is_empty() {
                     failed += 1;
                 }
@@ -127,6 +193,78 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         }
     }
     Ok(if failed > 0 { 1 } else { 0 })
+}
+
+/// The fio jobs of the scenario's `[[job]]`s that run in `variant`, and
+/// their options accepted but not modelled (once each).
+fn scenario_fio_jobs(
+    sc: &scenario::Scenario,
+    variant: &str,
+) -> (
+    Vec<crate::workload::fio::FioJob>,
+    Vec<crate::workload::fio::NotModelled>,
+) {
+    let mut jobs = Vec::new();
+    let mut nm: Vec<crate::workload::fio::NotModelled> = Vec::new();
+    for j in sc.jobs_for(variant) {
+        // The runner parsed the same text successfully; a failure here
+        // cannot happen, and would only lose the annotations.
+        if let Ok(jf) =
+            crate::workload::fio::parse_str_at(&j.fio.text, &j.fio.origin, j.fio.line_offset)
+        {
+            for n in jf.not_modelled {
+                if !nm.iter().any(|m| m.option == n.option) {
+                    nm.push(n);
+                }
+            }
+            jobs.extend(jf.jobs);
+        }
+    }
+    (jobs, nm)
+}
+
+/// Jobs that did not do their `size` x `loops` and were not stopped by their
+/// own `runtime=`: the run's end cut them off. Names as in `r.jobs`.
+pub fn unfinished_jobs(r: &Results, jobs: &[crate::workload::fio::FioJob]) -> Vec<String> {
+    let mut out = Vec::new();
+    for j in &r.jobs {
+        let Some(name) = j.get("jobname").and_then(|n| n.as_str()) else {
+            continue;
+        };
+        let base = jobs.iter().find(|f| {
+            f.name == name
+                || name
+                    .strip_prefix(f.name.as_str())
+                    .and_then(|rest| rest.strip_prefix('.'))
+                    .is_some_and(|n| n.parse::<u32>().is_ok())
+        });
+        let Some(job) = base else { continue };
+        if job.time_based {
+            continue;
+        }
+        let clones = if job.group_reporting {
+            u64::from(job.numjobs)
+        } else {
+            1
+        };
+        let want = job
+            .io_size_bytes()
+            .saturating_mul(u64::from(job.loops))
+            .saturating_mul(clones);
+        let done: u64 = ["read", "write"]
+            .iter()
+            .filter_map(|d| j.get(*d)?.get("io_bytes")?.as_u64())
+            .sum();
+        let runtime_ms = j.get("job_runtime").and_then(|v| v.as_u64()).unwrap_or(0);
+        let hit_runtime = job
+            .runtime_ns
+            .is_some_and(|rt| runtime_ms.saturating_mul(1_000_000) + 1_000_000 >= rt);
+        let failed = j.get("error").and_then(|e| e.as_u64()).unwrap_or(0) != 0;
+        if done < want && !hit_runtime && !failed {
+            out.push(name.to_string());
+        }
+    }
+    out
 }
 
 /// Prints one run's results: its metrics (histograms with mean and
@@ -183,9 +321,23 @@ pub fn print_summary(out: &mut impl Write, r: &Results, path: &Path) -> std::io:
                 f("p99.9"),
                 f("max"),
                 m.unit(),
-                f("count")
+                m.stat("count")
+                    .map_or("-".to_string(), |c| format!("{c:.0}"))
             )?;
         }
+    }
+    for j in &r.unfinished_jobs {
+        writeln!(
+            out,
+            "  NOT FINISHED: job '{j}' did not do its size before the run ended"
+        )?;
+    }
+    for n in &r.not_modelled {
+        writeln!(
+            out,
+            "  not modelled: {} ({}:{}): {}",
+            n.option, n.origin, n.line, n.why
+        )?;
     }
     let inv = &r.invariants;
     if inv.violations.is_empty() {

@@ -11,6 +11,8 @@
 //!   "jobs": [ fio-shaped job objects ],
 //!   "invariants": { "checked": n, "violations": [ ... ] },
 //!   "host": { "wall_time_s", "date", "version" },
+//!   "not_modelled": [ {origin, line, option, why} ], (fio options accepted, not modelled)
+//!   "unfinished_jobs": [ JOBNAME ],                (jobs cut off before their size)
 //!   "live": { ... } }                              (probe results only)
 //! ```
 //! Results of `wbsim probe` (the live kernel) have the same shape: `model`
@@ -210,6 +212,14 @@ pub struct Results {
     /// The live machine, for `wbsim probe` results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<Live>,
+    /// fio options the run's job files set that wbsim accepts but does not
+    /// model, once each (omitted when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_modelled: Vec<crate::workload::fio::NotModelled>,
+    /// fio jobs that had not done their `size` (x `loops`) when the run
+    /// ended: cut off by the run's duration (omitted when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unfinished_jobs: Vec<String>,
 }
 
 /// One `[t_ns, value]` point (value `null` if not finite).
@@ -301,6 +311,8 @@ impl Results {
             invariants,
             host,
             live: None,
+            not_modelled: Vec::new(),
+            unfinished_jobs: Vec::new(),
         }
     }
 
@@ -330,6 +342,8 @@ impl Results {
             invariants: Invariants::default(),
             host,
             live: Some(live),
+            not_modelled: Vec::new(),
+            unfinished_jobs: Vec::new(),
         }
     }
 

@@ -217,22 +217,18 @@ impl CloneState {
             RwMode::Write | RwMode::RandWrite => true,
             _ => self.rng.random_range(0..100u8) >= job.rwmixread_pct,
         };
-        let bs = if write {
-            job.bs_write_bytes
-        } else {
-            job.bs_read_bytes
-        }
-        .max(1);
+        let bs = job.pick_bs(write, &mut self.rng);
         let file = self.next_file;
         self.next_file = (self.next_file + 1) % self.files.len();
         let pos = if job.rw.is_random() {
-            let slots = (self.file_size / bs).max(1);
-            let r = self.rng.random_range(0..slots);
+            let unit = job.random_unit();
+            let slots = (self.file_size / unit).max(1);
+            let r = job.random_distribution.pick(slots, &mut self.rng);
             if job.norandommap {
-                r * bs
+                r * unit
             } else {
                 let map = self.randmaps[file].get_or_insert_with(|| RandomMap::new(slots));
-                map.take_near(r) * bs
+                map.take_near(r) * unit
             }
         } else {
             let p = self.seq_pos[file];

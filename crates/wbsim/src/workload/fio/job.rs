@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::dist::{BlockSizes, RandomDistribution};
 use super::{FioError, FioErrorKind};
 
 /// fio's `rw=` / `readwrite=` I/O pattern (the subset wbsim models).
@@ -248,6 +249,18 @@ pub struct FioJob {
     pub rate_read_bytes_per_s: Option<u64>,
     /// `rate=` for writes, bytes/s per instance; `None` = unlimited.
     pub rate_write_bytes_per_s: Option<u64>,
+    /// `rate_iops=` for reads, I/Os per second per instance; turned into
+    /// `rate_read_bytes_per_s` (x the mean block size) when the job is read.
+    pub rate_iops_read: Option<u64>,
+    /// `rate_iops=` for writes.
+    pub rate_iops_write: Option<u64>,
+    /// `bsrange=` / `bssplit=` for reads: a block size drawn per I/O
+    /// (overrides `bs`).
+    pub bs_read_choices: Option<BlockSizes>,
+    /// `bsrange=` / `bssplit=` for writes.
+    pub bs_write_choices: Option<BlockSizes>,
+    /// `random_distribution=`: how random offsets are drawn.
+    pub random_distribution: RandomDistribution,
     /// `group_reporting`.
     pub group_reporting: bool,
     /// `create_on_open=`.
@@ -315,6 +328,11 @@ impl FioJob {
             startdelay_ns: 0,
             rate_read_bytes_per_s: None,
             rate_write_bytes_per_s: None,
+            rate_iops_read: None,
+            rate_iops_write: None,
+            bs_read_choices: None,
+            bs_write_choices: None,
+            random_distribution: RandomDistribution::Random,
             group_reporting: false,
             create_on_open: false,
             thread: false,
@@ -324,6 +342,49 @@ impl FioJob {
             groupid: 0,
             sources: BTreeMap::new(),
         }
+    }
+
+    /// The block size of the next I/O in direction `write`: drawn from
+    /// `bssplit`/`bsrange` when set, else `bs`.
+    pub fn pick_bs(&self, write: bool, rng: &mut impl rand::Rng) -> u64 {
+        let (choices, bs) = if write {
+            (&self.bs_write_choices, self.bs_write_bytes)
+        } else {
+            (&self.bs_read_choices, self.bs_read_bytes)
+        };
+        choices.as_ref().map_or(bs, |c| c.pick(rng)).max(1)
+    }
+
+    /// The granularity of random offsets and of fio's random map: the
+    /// smallest block size the job can issue in either direction (fio
+    /// `init.c` uses `td_min_bs()` for the map).
+    pub fn random_unit(&self) -> u64 {
+        let min_of = |c: &Option<BlockSizes>, bs: u64| match c {
+            Some(BlockSizes::Range(lo, _)) => *lo,
+            Some(BlockSizes::Split(l)) => l.iter().map(|(b, _)| *b).min().unwrap_or(bs),
+            None => bs,
+        };
+        let r = if self.rw.reads() {
+            min_of(&self.bs_read_choices, self.bs_read_bytes)
+        } else {
+            u64::MAX
+        };
+        let w = if self.rw.writes() {
+            min_of(&self.bs_write_choices, self.bs_write_bytes)
+        } else {
+            u64::MAX
+        };
+        r.min(w).max(1)
+    }
+
+    /// The mean block size in direction `write`.
+    pub fn mean_bs(&self, write: bool) -> u64 {
+        let (choices, bs) = if write {
+            (&self.bs_write_choices, self.bs_write_bytes)
+        } else {
+            (&self.bs_read_choices, self.bs_read_bytes)
+        };
+        choices.as_ref().map_or(bs, BlockSizes::mean).max(1)
     }
 
     /// Line where `option` (canonical name) was set, if it was.

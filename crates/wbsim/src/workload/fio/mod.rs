@@ -11,9 +11,10 @@
 //! `IOCB_DONTCACHE`, `mm/filemap.c`) and `fsync(2)`.
 //!
 //! Simplified / left out: only the options in [`options::OPTIONS`] are
-//! accepted (anything else is an error naming the file, line and option);
-//! `$VAR` expansion, `include`, ranges (`bs=4k-8k`), `rw=...:N`, percent sizes
-//! and `kb_base=1000` are errors; `iodepth` is clamped to 1 for sync engines.
+//! modelled, and those in [`options::NOT_MODELLED`] accepted and reported
+//! (anything else is an error naming the file, line and option); ranges
+//! (`bs=4k-8k`), `rw=...:N`, percent sizes and `kb_base=1000` are errors;
+//! `iodepth` is clamped to 1 for sync engines.
 //!
 //! ```
 //! use wbsim::workload::fio::{parse_str, RwMode};
@@ -22,6 +23,7 @@
 //! assert_eq!(jf.jobs[0].bs_write_bytes, 1 << 20);
 //! ```
 
+pub mod dist;
 pub mod job;
 pub mod options;
 pub mod output;
@@ -44,6 +46,22 @@ pub struct JobFile {
     pub path: PathBuf,
     /// Job sections in order (not expanded by `numjobs`; see [`FioJob::instances`]).
     pub jobs: Vec<FioJob>,
+    /// Options accepted but not modelled, once each, where first set.
+    pub not_modelled: Vec<NotModelled>,
+}
+
+/// An option the file sets that wbsim accepts but does not model
+/// ([`options::NOT_MODELLED`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NotModelled {
+    /// File it was first set in.
+    pub origin: String,
+    /// Line there.
+    pub line: u32,
+    /// The option.
+    pub option: String,
+    /// Why it changes nothing the model represents.
+    pub why: String,
 }
 
 /// What went wrong.
@@ -96,10 +114,11 @@ pub fn parse_str(text: &str, origin: &str) -> Result<JobFile, FioError> {
 /// added to every line number (pass the enclosing file's line just before the
 /// first line of `text`).
 pub fn parse_str_at(text: &str, origin: &str, line_offset: u32) -> Result<JobFile, FioError> {
-    let jobs = parse::parse_text(text, origin, line_offset)?;
+    let (jobs, not_modelled) = parse::parse_text(text, origin, line_offset)?;
     Ok(JobFile {
         path: PathBuf::from(origin),
         jobs,
+        not_modelled,
     })
 }
 
@@ -114,10 +133,11 @@ pub fn parse_file(path: impl AsRef<Path>) -> Result<JobFile, FioError> {
         kind: FioErrorKind::Io,
         message: format!("cannot read fio job file: {e}"),
     })?;
-    let jobs = parse::parse_text(&text, &origin, 0)?;
+    let (jobs, not_modelled) = parse::parse_text(&text, &origin, 0)?;
     Ok(JobFile {
         path: path.to_path_buf(),
         jobs,
+        not_modelled,
     })
 }
 
@@ -125,6 +145,11 @@ impl JobFile {
     /// Same as [`parse_file`].
     pub fn from_path(path: impl AsRef<Path>) -> Result<JobFile, FioError> {
         parse_file(path)
+    }
+
+    /// Options accepted but not modelled, once each.
+    pub fn not_modelled(&self) -> &[NotModelled] {
+        &self.not_modelled
     }
 
     /// The job with this name, if any.

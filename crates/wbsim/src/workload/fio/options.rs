@@ -11,6 +11,7 @@
 //! Anything not in [`OPTIONS`] is an error; fio's range forms (`bs=4k-8k`,
 //! `startdelay=5-10`) and `rw=...:N` offset modifiers are not supported.
 
+use super::dist::{BlockSizes, RandomDistribution};
 use super::job::{Fallocate, FioJob, IoEngine, OptionSource, RwMode};
 use super::units::{
     parse_bool, parse_int, parse_size, parse_time_secs_default_ns, SIZE_HINT, TIME_HINT,
@@ -41,6 +42,12 @@ pub enum OptKind {
     Bool,
     /// A flag that may stand alone (`FIO_OPT_STR_SET`); `key=N` sets N != 0.
     Flag,
+    /// `bsrange=min-max[,min-max]`.
+    BsRange,
+    /// `bssplit=bs/pct:bs/pct[,...]`.
+    BsSplit,
+    /// `random_distribution=`.
+    RandDist,
 }
 
 /// One supported option.
@@ -110,6 +117,10 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("ramp_time",       &[],                    OptKind::TimeSecs, "warm-up before statistics"),
     opt("startdelay",      &[],                    OptKind::TimeSecs, "delay before start"),
     opt("rate",            &[],                    OptKind::RatePair, "bytes/s cap, or read,write pair"),
+    opt("rate_iops",       &[],                    OptKind::RatePair, "I/Os per second cap (as rate = iops x block size), or read,write pair"),
+    opt("bsrange",         &["blocksize_range"],   OptKind::BsRange,  "block size drawn per I/O in min-max (multiple of min)"),
+    opt("bssplit",         &[],                    OptKind::BsSplit,  "block sizes drawn per I/O by weight: 4k/50:64k/50"),
+    opt("random_distribution", &[],                OptKind::RandDist, "random offsets: random, zipf:T, pareto:H, normal:DEV, zoned:A/S:..."),
     opt("group_reporting", &[],                    OptKind::Flag,     "report a group as a whole"),
     opt("create_on_open",  &[],                    OptKind::Bool,     "create files at open time"),
     opt("thread",          &[],                    OptKind::Flag,     "clones are threads"),
@@ -120,6 +131,94 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("overwrite",       &[],                    OptKind::Bool,     "lay files out (write them) before the job"),
     opt("norandommap",     &[],                    OptKind::Flag,     "random offsets may repeat (no random map)"),
 ];
+
+/// fio options wbsim accepts but that change nothing the model represents:
+/// (name, why). Each is reported once per job file ([`super::NotModelled`]),
+/// on stderr and in the results. Anything neither here nor in [`OPTIONS`] is
+/// an error.
+#[rustfmt::skip]
+pub static NOT_MODELLED: &[(&str, &str)] = &[
+    ("gtod_reduce",            "fio's own clock calls; the model's clock is exact"),
+    ("clocksource",            "fio's own clock source"),
+    ("randrepeat",             "offsets come from the run's seeded RNG (--seed)"),
+    ("randseed",               "offsets come from the run's seeded RNG (--seed)"),
+    ("random_generator",       "offsets come from the run's seeded RNG (--seed)"),
+    ("allrandrepeat",          "offsets come from the run's seeded RNG (--seed)"),
+    ("buffer_pattern",         "data contents are not modelled"),
+    ("refill_buffers",         "data contents are not modelled"),
+    ("scramble_buffers",       "data contents are not modelled"),
+    ("zero_buffers",           "data contents are not modelled"),
+    ("buffer_compress_percentage", "data contents are not modelled"),
+    ("buffer_compress_chunk",  "data contents are not modelled"),
+    ("dedupe_percentage",      "data contents are not modelled"),
+    ("verify",                 "data contents are not modelled (no verify reads)"),
+    ("do_verify",              "data contents are not modelled (no verify reads)"),
+    ("verify_pattern",         "data contents are not modelled (no verify reads)"),
+    ("verify_interval",        "data contents are not modelled (no verify reads)"),
+    ("verify_offset",          "data contents are not modelled (no verify reads)"),
+    ("verify_fatal",           "data contents are not modelled (no verify reads)"),
+    ("verify_dump",            "data contents are not modelled (no verify reads)"),
+    ("verify_async",           "data contents are not modelled (no verify reads)"),
+    ("verify_backlog",         "data contents are not modelled (no verify reads)"),
+    ("verify_state_save",      "data contents are not modelled (no verify reads)"),
+    ("disable_lat",            "statistics are always kept"),
+    ("disable_clat",           "statistics are always kept"),
+    ("disable_slat",           "statistics are always kept"),
+    ("disable_bw_measurement", "statistics are always kept"),
+    ("lat_percentiles",        "output selection; clat percentiles are always written"),
+    ("clat_percentiles",       "output selection; clat percentiles are always written"),
+    ("slat_percentiles",       "output selection; clat percentiles are always written"),
+    ("percentile_list",        "output selection; fio's default percentiles are written"),
+    ("unified_rw_reporting",   "output selection; reads and writes are reported apart"),
+    ("stats",                  "output selection"),
+    ("per_job_logs",           "log files are not written yet"),
+    ("write_bw_log",           "log files are not written yet"),
+    ("write_lat_log",          "log files are not written yet"),
+    ("write_iops_log",         "log files are not written yet"),
+    ("write_hist_log",         "log files are not written yet"),
+    ("log_avg_msec",           "log files are not written yet"),
+    ("log_hist_msec",          "log files are not written yet"),
+    ("log_offset",             "log files are not written yet"),
+    ("cpus_allowed",           "CPU placement of fio's threads is the scheduler model's"),
+    ("cpus_allowed_policy",    "CPU placement of fio's threads is the scheduler model's"),
+    ("cpumask",                "CPU placement of fio's threads is the scheduler model's"),
+    ("nice",                   "task priorities are not modelled"),
+    ("prio",                   "I/O priorities are not modelled"),
+    ("prioclass",              "I/O priorities are not modelled"),
+    ("ioscheduler",            "the block layer model has no I/O scheduler choice"),
+    ("invalidate",             "files a job reads start uncached as after invalidate=1"),
+    ("iomem",                  "I/O buffer memory is not modelled"),
+    ("mem",                    "I/O buffer memory is not modelled"),
+    ("iomem_align",            "I/O buffer memory is not modelled"),
+    ("hugepage-size",          "I/O buffer memory is not modelled"),
+    ("iodepth_batch",          "submission batching is not modelled (one I/O per submit)"),
+    ("iodepth_batch_submit",   "submission batching is not modelled (one I/O per submit)"),
+    ("iodepth_batch_complete", "completion batching is not modelled"),
+    ("iodepth_batch_complete_min", "completion batching is not modelled"),
+    ("iodepth_batch_complete_max", "completion batching is not modelled"),
+    ("iodepth_low",            "submission batching is not modelled (one I/O per submit)"),
+    ("io_submit_mode",         "fio's submission thread (offload) is not modelled; inline is"),
+    ("exitall",                "not modelled yet: other jobs run to their own end"),
+    ("exitall_on_error",       "not modelled yet: other jobs run to their own end"),
+    ("continue_on_error",      "not modelled yet: the first error ends the clone"),
+    ("ratemin",                "not modelled yet: a job below its minimum rate is not stopped"),
+    ("rate_iops_min",          "not modelled yet: a job below its minimum rate is not stopped"),
+    ("steadystate",            "not modelled yet: jobs run their size/runtime"),
+    ("ss",                     "not modelled yet: jobs run their size/runtime"),
+    ("steadystate_duration",   "not modelled yet: jobs run their size/runtime"),
+    ("ss_dur",                 "not modelled yet: jobs run their size/runtime"),
+    ("steadystate_ramp_time",  "not modelled yet: jobs run their size/runtime"),
+    ("ss_ramp",                "not modelled yet: jobs run their size/runtime"),
+    ("fadvise_hint",           "posix_fadvise hints are not modelled"),
+    ("kb_base",                "only kb_base=1024 (fio's default) units are parsed"),
+    ("unit_base",              "output unit selection"),
+    ("lockmem",                "memory locking is not modelled"),
+];
+
+/// The not-modelled entry for `key`, if it is one.
+pub fn find_not_modelled(key: &str) -> Option<(&'static str, &'static str)> {
+    NOT_MODELLED.iter().find(|(n, _)| *n == key).copied()
+}
 
 /// Finds an option by canonical name or alias (exact, case-sensitive as fio).
 pub fn find_option(key: &str) -> Option<&'static OptionSpec> {
@@ -175,6 +274,9 @@ pub enum OptValue {
     Pair(Option<u64>, Option<u64>),
     Bool(bool),
     Ns(u64),
+    /// Read and write block size choices (`None`: unchanged).
+    Sizes(Option<BlockSizes>, Option<BlockSizes>),
+    Dist(RandomDistribution),
 }
 
 /// Parses `raw` (None for a bare key) for `spec`. The error is the reason,
@@ -228,7 +330,77 @@ pub fn parse_value(spec: &OptionSpec, raw: Option<&str>) -> Result<OptValue, Str
         OptKind::Flag => parse_int(v, 0, U32_MAX)
             .map(|n| OptValue::Bool(n != 0))
             .map_err(|_| "expected 0 or 1, or the bare option name".to_string()),
+        OptKind::BsRange | OptKind::BsSplit => parse_sizes(v, spec.kind == OptKind::BsSplit),
+        OptKind::RandDist => RandomDistribution::from_fio(v).map(OptValue::Dist),
     }
+}
+
+/// `bsrange`/`bssplit` values, with fio's read,write[,trim] comma form.
+fn parse_sizes(v: &str, split: bool) -> Result<OptValue, String> {
+    let one = |s: &str| -> Result<Option<BlockSizes>, String> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Ok(None);
+        }
+        let size = |x: &str| -> Result<u64, String> {
+            match parse_size(x.trim()) {
+                Ok(0) => Err(format!("block size must be at least 1 byte; {SIZE_HINT}")),
+                Ok(n) => Ok(n),
+                Err(e) => Err(format!("{e}; {SIZE_HINT}")),
+            }
+        };
+        if split {
+            let mut list = Vec::new();
+            for e in s.split(':').filter(|e| !e.is_empty()) {
+                let (b, p) = e.split_once('/').unwrap_or((e, "0"));
+                let p = parse_int(p.trim(), 0, 100)
+                    .map_err(|_| format!("'{e}': expected SIZE/PERCENT like 4k/50"))?;
+                list.push((size(b)?, u32::try_from(p).unwrap_or(100)));
+            }
+            let given: u32 = list.iter().map(|(_, p)| *p).sum();
+            if given > 100 {
+                return Err("percentages add up to more than 100".into());
+            }
+            // fio: entries without a percentage share what is left.
+            let zero = list.iter().filter(|(_, p)| *p == 0).count() as u32;
+            if let Some(share) = (100 - given).checked_div(zero) {
+                let mut left = 100 - given - share * zero;
+                for e in list.iter_mut().filter(|(_, p)| *p == 0) {
+                    e.1 = share + u32::from(left > 0);
+                    left = left.saturating_sub(1);
+                }
+            } else if given != 100 {
+                return Err("percentages must add up to 100".into());
+            }
+            if list.is_empty() {
+                return Err("expected SIZE/PERCENT entries like 4k/50:64k/50".into());
+            }
+            Ok(Some(BlockSizes::Split(list)))
+        } else {
+            let (lo, hi) = s
+                .split_once('-')
+                .ok_or_else(|| format!("'{s}': expected MIN-MAX like 4k-64k"))?;
+            let (lo, hi) = (size(lo)?, size(hi)?);
+            if hi < lo {
+                return Err(format!("'{s}': max is below min"));
+            }
+            Ok(Some(BlockSizes::Range(lo, hi)))
+        }
+    };
+    let parts: Vec<&str> = v.split(',').collect();
+    if parts.len() > 3 {
+        return Err("at most three comma-separated values (read,write,trim)".to_string());
+    }
+    let read = one(parts[0])?;
+    if parts.len() == 1 {
+        let r = read.ok_or_else(|| "empty value".to_string())?;
+        return Ok(OptValue::Sizes(Some(r.clone()), Some(r)));
+    }
+    let write = one(parts[1])?;
+    if let Some(t) = parts.get(2) {
+        one(t)?;
+    }
+    Ok(OptValue::Sizes(read, write))
 }
 
 /// `a`, `a,b`, `a,`, `,b`, `a,b,c` (third = trim, checked and ignored).
@@ -308,6 +480,23 @@ pub fn apply(job: &mut FioJob, spec: &OptionSpec, value: &OptValue, src: &Option
                 job.rate_write_bytes_per_s = (*w > 0).then_some(*w);
             }
         }
+        ("rate_iops", V::Pair(r, w)) => {
+            if let Some(r) = r {
+                job.rate_iops_read = (*r > 0).then_some(*r);
+            }
+            if let Some(w) = w {
+                job.rate_iops_write = (*w > 0).then_some(*w);
+            }
+        }
+        ("bsrange" | "bssplit", V::Sizes(r, w)) => {
+            if r.is_some() {
+                job.bs_read_choices = r.clone();
+            }
+            if w.is_some() {
+                job.bs_write_choices = w.clone();
+            }
+        }
+        ("random_distribution", V::Dist(d)) => job.random_distribution = d.clone(),
         ("group_reporting", V::Bool(b)) => job.group_reporting = *b,
         ("create_on_open", V::Bool(b)) => job.create_on_open = *b,
         ("thread", V::Bool(b)) => job.thread = *b,
@@ -342,6 +531,9 @@ mod tests {
                 OptKind::TimeSecs => "1s",
                 OptKind::Int { .. } => "1",
                 OptKind::Bool | OptKind::Flag => "1",
+                OptKind::BsRange => "4k-8k",
+                OptKind::BsSplit => "4k/50:8k/50",
+                OptKind::RandDist => "zipf:1.2",
             };
             let v = parse_value(spec, Some(sample)).expect(spec.name);
             let mut job = FioJob::with_defaults("j", "t", 1);

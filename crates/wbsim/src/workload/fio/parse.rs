@@ -11,14 +11,20 @@
 //! size=", `time_based` needing a runtime, engine options (`uncached`) only
 //! for the engines that define them.
 //!
-//! Not supported (errors): `$VAR`/`${VAR}` expansion and fio's `$pagesize`
-//! style keywords, `include`, options before the first section.
+//! `include FILE` splices another file (relative to the including one), and
+//! `${VAR}` expands from the environment, `$pagesize` to 4096. Options that
+//! change nothing the model represents ([`super::options::NOT_MODELLED`]) are
+//! accepted and returned once each as [`NotModelled`].
+//!
+//! Not supported (errors): `$ncpus`, `$mb_memory` and fio's `{ }` arithmetic,
+//! options before the first section.
 
 use super::job::{FioJob, OptionSource};
 use super::options::{
-    apply, closest_option, find_option, parse_value, supported_list, OptValue, OptionSpec,
+    apply, closest_option, find_not_modelled, find_option, parse_value, supported_list, OptValue,
+    OptionSpec,
 };
-use super::{FioError, FioErrorKind};
+use super::{FioError, FioErrorKind, NotModelled};
 
 /// One `key[=value]` line, parsed.
 #[derive(Clone, Debug)]
@@ -71,28 +77,142 @@ fn strip_comment(line: &str) -> &str {
     line[..end].trim()
 }
 
-/// Parses job-file text. `line_offset` is added to every reported line (for
-/// text embedded in a larger file: pass the line number just before the text).
-pub fn parse_text(text: &str, origin: &str, line_offset: u32) -> Result<Vec<FioJob>, FioError> {
-    let ctx = Ctx { origin };
-    let mut globals: Vec<Assignment> = Vec::new();
-    let mut raw_jobs: Vec<RawJob> = Vec::new();
-    let mut cur = Section::None;
+/// One line of the job file after `include` splicing and `${VAR}` expansion.
+struct SrcLine {
+    /// The file it came from (an included file names itself).
+    origin: String,
+    /// Its line there (line offset applied for the top-level text).
+    line: u32,
+    /// The text, comment stripped and variables expanded.
+    text: String,
+}
 
+/// Deepest `include` nesting (fio has no limit; this catches a file that
+/// includes itself).
+const MAX_INCLUDE_DEPTH: u32 = 16;
+
+/// fio's reserved keyword `$pagesize` (`init.c` `fio_keywords[]`): the page
+/// size of the (modelled) machine, 4 KiB.
+const PAGESIZE: &str = "4096";
+
+/// Expands `${VAR}` from the environment and the keyword `$pagesize`, as fio's
+/// `init.c` `fio_option_dup_subs()` / `expand_keywords` do. An unset variable is
+/// an error (fio would pass the text through and then fail on it).
+fn expand_vars(s: &str, err: &dyn Fn(String) -> FioError) -> Result<String, FioError> {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(body) = after.strip_prefix('{') {
+            let Some(end) = body.find('}') else {
+                return Err(err(format!("'{s}': '${{' without a closing '}}'")));
+            };
+            let name = &body[..end];
+            match std::env::var(name) {
+                Ok(v) => out.push_str(&v),
+                Err(_) => {
+                    return Err(err(format!(
+                        "'{s}': environment variable '{name}' is not set (fio expands \
+                         ${{{name}}} from the environment)"
+                    )))
+                }
+            }
+            rest = &body[end + 1..];
+        } else if let Some(r) = after.strip_prefix("pagesize") {
+            out.push_str(PAGESIZE);
+            rest = r;
+        } else {
+            let word: String = after
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            return Err(err(format!(
+                "'{s}': '${word}' is not supported: wbsim expands ${{VAR}} from the \
+                 environment and $pagesize; $ncpus and $mb_memory depend on the host \
+                 fio runs on, write the value out"
+            )));
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Reads `text` into lines, splicing `include FILE` (relative to the including
+/// file's directory, fio `init.c` `__parse_jobs_ini()`) and expanding
+/// variables.
+fn source_lines(
+    text: &str,
+    origin: &str,
+    line_offset: u32,
+    depth: u32,
+    out: &mut Vec<SrcLine>,
+) -> Result<(), FioError> {
+    let ctx = Ctx { origin };
     for (idx, raw_line) in text.lines().enumerate() {
         let line = line_offset.saturating_add(u32::try_from(idx + 1).unwrap_or(u32::MAX));
         let s = strip_comment(raw_line);
         if s.is_empty() {
             continue;
         }
-        if s.contains('$') {
-            return Err(ctx.err(
-                line,
-                None,
-                FioErrorKind::Unsupported,
-                format!("'{s}': variable expansion ('$...') is not supported; write the value out"),
-            ));
+        let err = |m: String| ctx.err(line, None, FioErrorKind::Unsupported, m);
+        let s = if s.contains('$') {
+            expand_vars(s, &err)?
+        } else {
+            s.to_string()
+        };
+        if let Some(file) = s.strip_prefix("include ").map(str::trim) {
+            if depth >= MAX_INCLUDE_DEPTH {
+                return Err(ctx.err(
+                    line,
+                    Some("include"),
+                    FioErrorKind::Semantic,
+                    format!("include nested deeper than {MAX_INCLUDE_DEPTH} (a loop?)"),
+                ));
+            }
+            let base = std::path::Path::new(origin)
+                .parent()
+                .unwrap_or(std::path::Path::new(""));
+            let path = base.join(file);
+            let inc = std::fs::read_to_string(&path).map_err(|e| {
+                ctx.err(
+                    line,
+                    Some("include"),
+                    FioErrorKind::Io,
+                    format!("include {file}: cannot read '{}': {e}", path.display()),
+                )
+            })?;
+            source_lines(&inc, &path.display().to_string(), 0, depth + 1, out)?;
+            continue;
         }
+        out.push(SrcLine {
+            origin: origin.to_string(),
+            line,
+            text: s,
+        });
+    }
+    Ok(())
+}
+
+/// Parses job-file text. `line_offset` is added to every reported line (for
+/// text embedded in a larger file: pass the line number just before the text).
+pub fn parse_text(
+    text: &str,
+    origin: &str,
+    line_offset: u32,
+) -> Result<(Vec<FioJob>, Vec<NotModelled>), FioError> {
+    let mut lines = Vec::new();
+    source_lines(text, origin, line_offset, 0, &mut lines)?;
+    let top = Ctx { origin };
+    let mut globals: Vec<Assignment> = Vec::new();
+    let mut raw_jobs: Vec<RawJob> = Vec::new();
+    let mut cur = Section::None;
+    let mut not_modelled: Vec<NotModelled> = Vec::new();
+
+    for sl in &lines {
+        let ctx = Ctx { origin: &sl.origin };
+        let line = sl.line;
+        let s = sl.text.as_str();
         if let Some(rest) = s.strip_prefix('[') {
             let Some(name) = rest.strip_suffix(']') else {
                 return Err(ctx.err(
@@ -128,12 +248,12 @@ pub fn parse_text(text: &str, origin: &str, line_offset: u32) -> Result<Vec<FioJ
             Some((k, v)) => (k.trim(), Some(v.trim())),
             None => (s, None),
         };
-        if key == "include" || key.starts_with("include ") {
+        if key == "include" {
             return Err(ctx.err(
                 line,
                 Some("include"),
-                FioErrorKind::Unsupported,
-                "'include' is not supported; put the jobs in this file".to_string(),
+                FioErrorKind::Syntax,
+                "'include' takes a file name: include other.fio".to_string(),
             ));
         }
         if key.is_empty() || key.contains(char::is_whitespace) {
@@ -158,6 +278,17 @@ pub fn parse_text(text: &str, origin: &str, line_offset: u32) -> Result<Vec<FioJ
             Section::Global => "[global]".to_string(),
             Section::Job(i) => format!("job '{}'", raw_jobs[*i].section),
         };
+        if let Some((name, why)) = find_not_modelled(key) {
+            if !not_modelled.iter().any(|n| n.option == name) {
+                not_modelled.push(NotModelled {
+                    origin: sl.origin.clone(),
+                    line,
+                    option: name.to_string(),
+                    why: why.to_string(),
+                });
+            }
+            continue;
+        }
         let Some(spec) = find_option(key) else {
             let hint = closest_option(key)
                 .map(|c| format!("did you mean '{c}'? "))
@@ -207,7 +338,7 @@ pub fn parse_text(text: &str, origin: &str, line_offset: u32) -> Result<Vec<FioJ
     }
 
     if raw_jobs.is_empty() {
-        return Err(ctx.err(
+        return Err(top.err(
             line_offset,
             None,
             FioErrorKind::Semantic,
@@ -225,7 +356,7 @@ pub fn parse_text(text: &str, origin: &str, line_offset: u32) -> Result<Vec<FioJ
         jobs.push(job);
     }
     assign_groups(&mut jobs);
-    Ok(jobs)
+    Ok((jobs, not_modelled))
 }
 
 /// Semantic checks on a resolved job; clamps `iodepth` for sync engines.
@@ -273,6 +404,17 @@ fn check_job(job: &mut FioJob) -> Result<(), FioError> {
     }
     if job.ioengine.is_sync() {
         job.iodepth = 1;
+    }
+    // rate_iops caps I/Os per second; the pacing works in bytes per second
+    // (fio's rate code converts the same way: iops x block size). The lower
+    // of rate and rate_iops wins.
+    if let Some(iops) = job.rate_iops_read {
+        let b = iops.saturating_mul(job.mean_bs(false));
+        job.rate_read_bytes_per_s = Some(job.rate_read_bytes_per_s.map_or(b, |r| r.min(b)));
+    }
+    if let Some(iops) = job.rate_iops_write {
+        let b = iops.saturating_mul(job.mean_bs(true));
+        job.rate_write_bytes_per_s = Some(job.rate_write_bytes_per_s.map_or(b, |r| r.min(b)));
     }
     Ok(())
 }
