@@ -525,7 +525,7 @@ fn two_writers_capped_by_the_device_share_its_bandwidth() {
     sim.run().unwrap();
     let (a, b) = (both[0].get(), both[1].get());
     for t in [a, b] {
-        assert!(t > 385 * MSEC && t < 402 * MSEC, "{t}");
+        assert!((385 * MSEC + 1..402 * MSEC).contains(&t), "{t}");
     }
     assert!(a.abs_diff(b) <= 11 * MSEC, "{a} {b}");
     let st = dev.stats();
@@ -558,7 +558,7 @@ fn queue_depth_bound_device_makes_requests_wait_for_tags() {
     let d = done.borrow();
     assert_eq!(d.len(), 16);
     let last = *d.iter().max().unwrap();
-    assert!(last >= 400 * USEC && last < 420 * USEC, "{last}");
+    assert!((400 * USEC..420 * USEC).contains(&last), "{last}");
     sim.run_until(0).unwrap();
     assert_eq!((dev.tags_in_use(), dev.tag_waiters()), (0, 0));
 }
@@ -616,5 +616,5 @@ fn command_processor_serialises_commands() {
     sim.run().unwrap();
     // 640 commands at 10 us each: 6.4 ms, plus the last one's latency.
     let t = sim.now();
-    assert!(t >= 6_400 * USEC && t < 6_440 * USEC, "{t}");
+    assert!((6_400 * USEC..6_440 * USEC).contains(&t), "{t}");
 }
