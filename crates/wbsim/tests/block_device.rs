@@ -27,6 +27,8 @@ fn profile(bw: u64, lat_ns: u64, queue_depth: u32, parallelism: u32, max: u64) -
         write_cache: true,
         rotational: false,
         driver_cpu_ns: 0,
+        latency_cv_pct: 0,
+        cmd_ns: 0,
     }
 }
 
@@ -482,4 +484,137 @@ fn runs_are_deterministic() {
         (sim.now(), dev.stats())
     }
     assert_eq!(run(), run());
+}
+
+/// `n` tasks, each writing `per_task` sequential 1 MiB bios at QD1 to its own
+/// region; returns each task's finish time.
+fn qd1_streams(dev: &BlockDevice, sim: &Sim, n: u64, per_task: u64) -> Vec<Rc<Cell<u64>>> {
+    (0..n)
+        .map(|t| {
+            let (d, s) = (dev.clone(), sim.clone());
+            let done = Rc::new(Cell::new(0));
+            let dn = done.clone();
+            sim.spawn(format!("w{t}"), async move {
+                for i in 0..per_task {
+                    d.submit_bio_wait(Bio::write(t * 1024 * MIB + i * MIB, MIB))
+                        .await;
+                }
+                dn.set(s.now());
+            });
+            done
+        })
+        .collect()
+}
+
+#[test]
+fn two_writers_capped_by_the_device_share_its_bandwidth() {
+    // 100 MiB/s: one 1 MiB write moves in 10 ms. Alone, a QD1 writer of
+    // 1 MiB bios gets the whole pipe (latency 10 us, negligible).
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(&sim, "d", profile(100 * MIB, 10 * USEC, 64, 8, MIB));
+    let alone = qd1_streams(&dev, &sim, 1, 20);
+    sim.run().unwrap();
+    let t1 = alone[0].get();
+    // 20 MiB at 100 MiB/s: 200 ms plus 20 latencies.
+    assert_eq!(t1, 200 * MSEC + 20 * 10 * USEC);
+    // Two such writers together ask for twice the device: each gets half,
+    // so each takes about twice as long and they finish together.
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(&sim, "d", profile(100 * MIB, 10 * USEC, 64, 8, MIB));
+    let both = qd1_streams(&dev, &sim, 2, 20);
+    sim.run().unwrap();
+    let (a, b) = (both[0].get(), both[1].get());
+    for t in [a, b] {
+        assert!((385 * MSEC + 1..402 * MSEC).contains(&t), "{t}");
+    }
+    assert!(a.abs_diff(b) <= 11 * MSEC, "{a} {b}");
+    let st = dev.stats();
+    assert_eq!(st.write_bytes, 40 * MIB);
+    // The pipe never idled: 40 MiB in about 400 ms.
+    assert!(st.busy_ns >= 395 * MSEC, "{}", st.busy_ns);
+}
+
+#[test]
+fn queue_depth_bound_device_makes_requests_wait_for_tags() {
+    // 4 tags, 4 slots, 100 us latency: 16 tasks each submit one 4 KiB
+    // write at t=0; 4 get tags, 12 sleep in blk_mq_get_tag.
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(&sim, "d", profile(4_096_000_000, 100 * USEC, 4, 4, MIB));
+    let done = Rc::new(RefCell::new(Vec::new()));
+    for t in 0..16u64 {
+        let (d, s, l) = (dev.clone(), sim.clone(), done.clone());
+        sim.spawn(format!("w{t}"), async move {
+            d.submit_bio_wait(Bio::write(t * MIB, 4 * KIB)).await;
+            l.borrow_mut().push(s.now());
+        });
+    }
+    sim.run_until(50 * USEC).unwrap();
+    assert_eq!(dev.tags_in_use(), 4);
+    assert_eq!(dev.tag_waiters(), 12);
+    sim.run().unwrap();
+    // Four waves of 4, each 100 us of latency plus 1 us of transfer per
+    // request through the one pipe: the queue depth, not the device's
+    // slots or pipe, sets the rate.
+    let d = done.borrow();
+    assert_eq!(d.len(), 16);
+    let last = *d.iter().max().unwrap();
+    assert!((400 * USEC..420 * USEC).contains(&last), "{last}");
+    sim.run_until(0).unwrap();
+    assert_eq!((dev.tags_in_use(), dev.tag_waiters()), (0, 0));
+}
+
+#[test]
+fn service_time_variance_spreads_clat_around_the_mean() {
+    // QD1 4 KiB writes, 100 us mean latency with a CV of 50%, 1 ns of
+    // transfer: clat is the drawn latency.
+    let mut p = profile(4_096_000_000_000, 100 * USEC, 32, 8, MIB);
+    p.latency_cv_pct = 50;
+    let run = |p: DeviceProfile| {
+        let sim = Sim::new(3);
+        let dev = BlockDevice::new(&sim, "d", p);
+        let (d, s) = (dev.clone(), sim.clone());
+        let h = sim.spawn("w", async move {
+            let mut lat = Vec::new();
+            for i in 0..4000u64 {
+                let t0 = s.now();
+                d.submit_bio_wait(Bio::write(i * MIB, 4 * KIB)).await;
+                lat.push(s.now() - t0);
+            }
+            lat
+        });
+        sim.run().unwrap();
+        h.result().unwrap()
+    };
+    let lat = run(p.clone());
+    let n = lat.len() as f64;
+    let mean = lat.iter().map(|&x| x as f64).sum::<f64>() / n;
+    let sd = (lat.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n).sqrt();
+    // The known mean (100 us + 1 ns transfer) within 3%, the spread within
+    // 10% of 50 us.
+    assert!((mean - 100_001.0).abs() < 3_000.0, "mean {mean}");
+    assert!((sd - 50_000.0).abs() < 5_000.0, "sd {sd}");
+    let mut sorted = lat.clone();
+    sorted.sort_unstable();
+    let (p50, p99) = (sorted[2000], sorted[3960]);
+    // A gamma with CV 0.5 (shape 4): p99 is about 2.5x the median.
+    assert!(p99 > 2 * p50, "p50 {p50} p99 {p99}");
+    // Same seed, same draws; no spread, every request the same.
+    assert_eq!(run(p.clone()), lat);
+    p.latency_cv_pct = 0;
+    assert!(run(p).iter().all(|&x| x == 100 * USEC + 1));
+}
+
+#[test]
+fn command_processor_serialises_commands() {
+    // 10 us per command through one processor, 64 slots: 64 QD1 writers of
+    // 4 KiB are bound at 100K IOPS, not 64 / latency.
+    let mut p = profile(4_096_000_000_000, 20 * USEC, 1023, 64, MIB);
+    p.cmd_ns = 10 * USEC;
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(&sim, "d", p);
+    random_4k_writers(&dev, &sim, 10);
+    sim.run().unwrap();
+    // 640 commands at 10 us each: 6.4 ms, plus the last one's latency.
+    let t = sim.now();
+    assert!((6_400 * USEC..6_440 * USEC).contains(&t), "{t}");
 }

@@ -359,3 +359,35 @@ fn bad_arguments_fail_cleanly() {
         .expect("run");
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn parallel_write_quick() {
+    let before = loop_bdi_settings();
+    let Some(r) = run_quick("probe_parallel_write", "parallel-write") else {
+        return;
+    };
+    // Eight writers, jobs named as the model's E4 jobs, 8 MiB of 4 KiB
+    // writes each, one fsync each.
+    for i in 0..8 {
+        let j = format!("w{i}");
+        assert_eq!(
+            r.stat(&format!("fio.{j}.clat"), "count"),
+            Some(2048.0),
+            "{j}"
+        );
+        assert!(r.stat(&format!("fio.{j}.write_bw"), "value").unwrap() > 0.0);
+    }
+    assert!(r.stat("write.bw", "value").unwrap() > 0.0);
+    let live = r.live.as_ref().unwrap();
+    assert!(live.settings.contains_key("parallel_write.agcount"));
+    // The bdi cap was on the probe's own device only, and restored.
+    let after: Vec<_> = loop_bdi_settings()
+        .into_iter()
+        .filter(|x| before.iter().any(|b| b.0 == x.0))
+        .collect();
+    let before: Vec<_> = before
+        .into_iter()
+        .filter(|x| after.iter().any(|a| a.0 == x.0))
+        .collect();
+    assert_eq!(before, after, "loop bdi settings changed");
+}

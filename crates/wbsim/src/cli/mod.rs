@@ -30,7 +30,7 @@ pub enum Command {
     Check(check::Args),
     /// Regenerate report.md and index.html from results files.
     Report(report::Args),
-    /// Run an experiment on the live kernel (Linux, root): umount, dontcache, buffered-write, uring, pressure, wakeup.
+    /// Run an experiment on the live kernel (Linux, root): umount, dontcache, buffered-write, uring, pressure, wakeup, parallel-write.
     Probe(probe::Args),
     /// Compare two results files metric by metric (B/A ratios, >2x flagged).
     Compare(compare::Args),

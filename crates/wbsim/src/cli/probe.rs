@@ -24,6 +24,8 @@ pub enum ProbeExperiment {
     Uring,
     /// Writers past the global dirty limit, and 1/4/16 writers past a 64 MiB bdi dirty cap.
     Pressure,
+    /// E4's workload scaled down: 8 random 4 KiB io_uring writers, 8 directories, xfs with 4 AGs.
+    ParallelWrite,
 }
 
 #[derive(ClapArgs, Debug)]
@@ -98,6 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ProbeExperiment::Wakeup => Experiment::Wakeup,
         ProbeExperiment::Uring => Experiment::Uring,
         ProbeExperiment::Pressure => Experiment::Pressure,
+        ProbeExperiment::ParallelWrite => Experiment::ParallelWrite,
     };
     let out = args
         .out

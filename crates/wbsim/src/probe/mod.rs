@@ -86,6 +86,7 @@ pub mod iogen;
 pub mod loopdev;
 pub mod machine;
 pub mod meminfo;
+pub mod parallel_write;
 pub mod pressure;
 pub mod quiet;
 pub mod recover;
@@ -124,6 +125,8 @@ pub enum Experiment {
     Uring,
     /// writers past the dirty limit and past the memory they may dirty.
     Pressure,
+    /// E4's random io_uring writers on xfs with 4 AGs.
+    ParallelWrite,
 }
 
 impl Experiment {
@@ -135,6 +138,7 @@ impl Experiment {
         ("wakeup", Experiment::Wakeup),
         ("uring", Experiment::Uring),
         ("pressure", Experiment::Pressure),
+        ("parallel-write", Experiment::ParallelWrite),
     ];
 
     /// The name on the command line.
@@ -146,6 +150,7 @@ impl Experiment {
             Experiment::Wakeup => "wakeup",
             Experiment::Uring => "uring",
             Experiment::Pressure => "pressure",
+            Experiment::ParallelWrite => "parallel-write",
         }
     }
 
@@ -355,6 +360,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Outcome> {
             Experiment::Wakeup => wakeup::run(&mut ctx),
             Experiment::Uring => uring::run(&mut ctx),
             Experiment::Pressure => pressure::run(&mut ctx),
+            Experiment::ParallelWrite => parallel_write::run(&mut ctx),
         };
         if let Err(e) = res {
             // An error caused by a signal keeps what was measured;

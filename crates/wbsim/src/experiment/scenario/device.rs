@@ -33,6 +33,10 @@ key_table! {
             "Requests served at once.";
         driver_cpu: Duration => |p, ns| p.driver_cpu_ns = ns,
             "Driver CPU time per request.";
+        latency_cv: Int(0, 1000) => |p, n| p.latency_cv_pct = n as u32,
+            "Service-time spread: coefficient of variation of a request's latency, percent.";
+        cmd_time: Duration => |p, ns| p.cmd_ns = ns,
+            "Time a command holds the controller's one command processor.";
     }
 }
 

@@ -37,7 +37,8 @@ use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::task::{Context, Poll, Waker};
 
-use sim::{Sim, Time};
+use rand_distr::{Distribution, Gamma};
+use sim::{Sim, SimRng, Time};
 
 use super::bio::{rwbs, Bio, BioFlags, BioOp, SECTOR_BYTES};
 use super::profile::DeviceProfile;
@@ -120,6 +121,9 @@ struct State {
     in_latency: u32,
     /// When the media pipe is next free, ns.
     pipe_free: Time,
+    /// When the controller's command processor is next free, ns
+    /// ([`DeviceProfile::cmd_ns`]).
+    cmd_free: Time,
     next_write_seq: u64,
     outstanding_writes: BTreeSet<u64>,
     pending_flushes: VecDeque<PendingFlush>,
@@ -138,6 +142,41 @@ struct Inner {
     holder: RefCell<Option<(u64, String)>>,
     /// The driver's worker ([`DeviceProfile::driver_cpu_ns`]), once started.
     driver: RefCell<Option<Driver>>,
+    /// Service times ([`DeviceProfile::latency_cv_pct`]): the run's seeded
+    /// substream `blk:NAME`, so runs stay deterministic.
+    service: RefCell<ServiceTime>,
+}
+
+/// Draws each request's latency phase: the profile's mean, spread as a gamma
+/// distribution with the profile's coefficient of variation.
+struct ServiceTime {
+    /// The device's own random stream.
+    rng: SimRng,
+    /// Gamma(k = 1/cv^2, theta = cv^2) of mean 1, or None without spread.
+    spread: Option<Gamma<f64>>,
+}
+
+impl ServiceTime {
+    /// A service-time source with coefficient of variation `cv_pct` percent.
+    fn new(rng: SimRng, cv_pct: u32) -> Self {
+        let cv = f64::from(cv_pct) / 100.0;
+        let spread = (cv > 0.0)
+            .then(|| Gamma::new(1.0 / (cv * cv), cv * cv).ok())
+            .flatten();
+        ServiceTime { rng, spread }
+    }
+
+    /// One request's latency phase for a mean of `mean_ns`, ns.
+    fn draw(&mut self, mean_ns: Time) -> Time {
+        match &self.spread {
+            None => mean_ns,
+            Some(g) => {
+                let f: f64 = g.sample(&mut self.rng);
+                // Rounded to the nanosecond; the f64 holds any realistic mean.
+                (mean_ns as f64 * f).round() as Time
+            }
+        }
+    }
 }
 
 /// A driver worker thread's queue: requests it still has to process, each
@@ -186,7 +225,6 @@ impl BlockDevice {
         BlockDevice(Rc::new(Inner {
             sim: sim.clone(),
             name: name.to_string(),
-            profile,
             st: RefCell::new(State {
                 requests: BTreeMap::new(),
                 next_rq: 0,
@@ -196,6 +234,7 @@ impl BlockDevice {
                 dispatch: VecDeque::new(),
                 in_latency: 0,
                 pipe_free: 0,
+                cmd_free: 0,
                 next_write_seq: 0,
                 outstanding_writes: BTreeSet::new(),
                 pending_flushes: VecDeque::new(),
@@ -207,6 +246,11 @@ impl BlockDevice {
             }),
             holder: RefCell::new(None),
             driver: RefCell::new(None),
+            service: RefCell::new(ServiceTime::new(
+                sim.rng(&format!("blk:{name}")),
+                profile.latency_cv_pct,
+            )),
+            profile,
         }))
     }
 
@@ -553,11 +597,17 @@ impl BlockDevice {
                     len.div_ceil(SECTOR_BYTES)
                 )
             });
-            let lat = if op == BioOp::Read {
+            let mean = if op == BioOp::Read {
                 inner.profile.read_latency_ns
             } else {
                 inner.profile.write_latency_ns
             };
+            // The command processor takes commands one at a time; the
+            // latency phase (parallel) starts when it is done with this one.
+            let now = inner.sim.now();
+            let cmd_done = st.cmd_free.max(now) + inner.profile.cmd_ns;
+            st.cmd_free = cmd_done;
+            let lat = (cmd_done - now) + inner.service.borrow_mut().draw(mean);
             if let Some(drv) = inner.driver.borrow_mut().as_mut() {
                 // The driver's worker processes it first.
                 drv.queue.push_back((id, lat));

@@ -17,15 +17,26 @@
 //! a tag or for a device slot) is merged into it, up to `max_request_bytes`.
 //!
 //! A request with a tag is sent to the device (in order) once fewer than
-//! `parallelism` requests are in their **latency phase**. That phase lasts
-//! `read_latency_ns` or `write_latency_ns` and overlaps with other requests'
-//! (command processing, media access in parallel channels). Then the request
+//! `parallelism` requests are in their **latency phase**. A device with a
+//! single command processor (`cmd_ns` > 0: an emulated controller's one
+//! emulation thread) first passes each command through it, one at a time,
+//! `cmd_ns` each; the latency phase follows. That phase lasts
+//! `read_latency_ns` or `write_latency_ns` on average and overlaps with other
+//! requests' (media access in parallel channels). With `latency_cv_pct` > 0
+//! each request's latency is drawn from a gamma distribution of that mean
+//! and coefficient of variation, from the run's seeded random stream
+//! `blk:NAME` (service-time variance: the same seed gives the same draws). Then the request
 //! enters the **transfer phase**: it moves its bytes through one media pipe,
 //! FIFO, taking `len / bw` of pipe time, where `bw` is the bandwidth of its
 //! direction. It completes when its transfer ends (plus `fua_latency_ns` for
 //! a FUA write), freeing its tag. Consequences:
-//! - QD1 request of `n` bytes: `latency + n / bw` exactly.
-//! - Many small requests: `min(parallelism / latency, bw / size)` per second.
+//! - QD1 request of `n` bytes: `cmd_ns + latency + n / bw` (exactly, without
+//!   spread; on average with it).
+//! - Writers that together ask for more than the device gives share it: the
+//!   tags, the command processor, the slots and the pipe are FIFO, so each
+//!   gets a share in proportion to what it keeps queued.
+//! - Many small requests: `min(1 / cmd_ns, parallelism / latency, bw / size)`
+//!   per second.
 //! - Deep queue of large requests: the pipe is always busy, throughput `bw`.
 //!
 //! **Reads and writes share one pipe.** A read occupies it for
