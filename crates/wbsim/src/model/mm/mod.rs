@@ -2,11 +2,12 @@
 //! (page_writeback: the limits, bandwidth and pause calculators and
 //! `balance_dirty_pages` itself), backing devices and their writeback
 //! contexts (backing_dev), the machine's page counters (vmstat) and direct
-//! reclaim (vmscan). Memory cgroups are not modelled yet.
+//! reclaim (vmscan), memory cgroups (memcontrol).
 
 pub mod backing_dev;
 pub mod backing_dev_defs;
 pub mod filemap;
+pub mod memcontrol;
 pub mod page_writeback;
 pub mod state;
 pub mod vmscan;

@@ -42,7 +42,7 @@ pub struct TaskDirty {
 pub fn wb_bdi(mm: &Mm, wb: &Wb) -> Option<Rc<Bdi>> {
     mm.bdis()
         .iter()
-        .find(|b| b.wbs.iter().any(|w| w.id == wb.id))
+        .find(|b| b.owns(wb))
         .cloned()
 }
 
