@@ -112,7 +112,8 @@ pub fn spawn_actor(w: &Rc<World>, actor: &ActorConfig, cgroup: CgroupId, ops: Rc
                     if w2.end_requested.get() {
                         break 'outer;
                     }
-                    if let Err(e) = run_step(&w2, &a, (instance, round), step, &mut task, &*ops).await
+                    if let Err(e) =
+                        run_step(&w2, &a, (instance, round), step, &mut task, &*ops).await
                     {
                         w2.error(format!(
                             "actor '{}' step at line {}: {e}",

@@ -31,10 +31,10 @@ use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::WritebackControl;
 use crate::model::fs::writepages::fs_writepages;
+use crate::model::kernel::workqueue::{flush_workqueue, queue_work, Work};
 use crate::model::mm::backing_dev::{wb_get, wb_get_create, wb_put, wb_wakeup, wb_wakeup_delayed};
 use crate::model::mm::backing_dev::{IoList, SyncMode, Wb, WbReason, WbWork};
 use crate::model::mm::page_writeback as throttle;
-use crate::model::kernel::workqueue::{flush_workqueue, queue_work, Work};
 use crate::model::policy::{UmountDrain, WbCtxAssign};
 
 /// `MIN_WRITEBACK_PAGES`: 4 MiB in pages (fs/fs-writeback.c).
@@ -683,10 +683,7 @@ fn wb_split_bdi_pages(m: &Machine, wb: &Wb, nr_pages: i64) -> i64 {
     if wbs.len() == 1 || nr_pages == i64::MAX {
         return nr_pages;
     }
-    let tot: u64 = wbs
-        .iter()
-        .map(|w| w.bw.borrow().avg_write_bandwidth)
-        .sum();
+    let tot: u64 = wbs.iter().map(|w| w.bw.borrow().avg_write_bandwidth).sum();
     if tot == 0 {
         return nr_pages;
     }
@@ -780,7 +777,7 @@ pub fn inode_prepare_wbs_switch(m: &Machine, inode: &InodeRef, new_wb: &Rc<Wb>) 
         let st = inode.st.borrow();
         sb.active()
             && st.i_state & (I_WB_SWITCH | I_FREEING | I_WILL_FREE) == 0
-            && !st.wb.as_ref().is_some_and(|w| w.id == new_wb.id)
+            && st.wb.as_ref().is_none_or(|w| w.id != new_wb.id)
     };
     if !ok {
         if per_sb {
@@ -796,7 +793,11 @@ pub fn inode_prepare_wbs_switch(m: &Machine, inode: &InodeRef, new_wb: &Rc<Wb>) 
 
 /// The bdi `wb` belongs to, while it is registered.
 fn wb_bdi(m: &Machine, wb: &Wb) -> Option<Rc<crate::model::mm::backing_dev::Bdi>> {
-    m.mm().bdis().iter().find(|b| b.id == wb.bdi_id.get()).cloned()
+    m.mm()
+        .bdis()
+        .iter()
+        .find(|b| b.id == wb.bdi_id.get())
+        .cloned()
 }
 
 /// `wb_queue_isw`: puts the context on the target wb's lock-free list and
@@ -901,7 +902,12 @@ pub async fn cleanup_offline_cgwb(m: &Rc<Machine>, wb: Rc<Wb>) -> bool {
         } else {
             wb_get(&new_wb);
             m.sim().trace("cleanup_offline_cgwb", || {
-                format!("wb {} -> {}: {} inode(s)", wb.name, new_wb.name, inodes.len())
+                format!(
+                    "wb {} -> {}: {} inode(s)",
+                    wb.name,
+                    new_wb.name,
+                    inodes.len()
+                )
             });
             wb_queue_isw(m, InodeSwitchWbsContext { new_wb, inodes });
         }
@@ -936,11 +942,7 @@ pub async fn inode_switch_wbs_work_fn(m: &Rc<Machine>, new_wb: &Rc<Wb>) {
 /// inode of the context to `new_wb` (`inode_do_switch_wbs`), then drops the
 /// inode references (`iput`), the per-superblock pins and the global
 /// in-flight count.
-async fn process_inode_switch_wbs(
-    m: &Rc<Machine>,
-    new_wb: &Rc<Wb>,
-    isw: &InodeSwitchWbsContext,
-) {
+async fn process_inode_switch_wbs(m: &Rc<Machine>, new_wb: &Rc<Wb>, isw: &InodeSwitchWbsContext) {
     let bdi = wb_bdi(m, new_wb);
     let guard = match &bdi {
         Some(b) => Some(b.wb_switch_rwsem.down_read().await),
@@ -966,7 +968,10 @@ async fn process_inode_switch_wbs(
         .await;
     drop(guard);
     m.sim().trace("inode_switch_wbs", || {
-        format!("new_wb {}: {} inode(s), {} page(s)", new_wb.name, switched, pages)
+        format!(
+            "new_wb {}: {} inode(s), {} page(s)",
+            new_wb.name, switched, pages
+        )
     });
     for inode in &isw.inodes {
         m.sched().cpu(ISW_IPUT_NS).await;
@@ -1013,13 +1018,14 @@ fn inode_do_switch_wbs(m: &Machine, inode: &InodeRef, new_wb: &Rc<Wb>) -> u64 {
     inode_io_list_del(inode, &old_wb);
     inode.st.borrow_mut().wb = Some(new_wb.clone());
     match on {
-        Some(IoList::Dirty | IoList::Io | IoList::MoreIo) => {
-            // Kept in dirtied_when order on the new b_dirty (here: at its
-            // head, the newest end).
-            if inode_io_list_move_locked(inode, new_wb, IoList::Dirty) {
-                wb_wakeup_delayed(m.mm(), new_wb);
-            }
+        // Kept in dirtied_when order on the new b_dirty (here: at its head,
+        // the newest end).
+        Some(IoList::Dirty | IoList::Io | IoList::MoreIo)
+            if inode_io_list_move_locked(inode, new_wb, IoList::Dirty) =>
+        {
+            wb_wakeup_delayed(m.mm(), new_wb);
         }
+        Some(IoList::Dirty | IoList::Io | IoList::MoreIo) => {}
         Some(IoList::DirtyTime) => {
             inode_io_list_move_locked(inode, new_wb, IoList::DirtyTime);
         }
@@ -1064,5 +1070,5 @@ pub async fn cgroup_writeback_umount(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
         }
         UmountDrain::None => {}
     }
-    m.vfs().isw_record_drain(m.now() - t0);
+    m.vfs().isw_record_drain(&sb.name, m.now() - t0);
 }

@@ -30,8 +30,8 @@ use std::rc::Rc;
 use sim::Time;
 
 use crate::model::block::BlockDevice;
-use crate::model::fs::fs_writeback::{cgroup_writeback_umount, inode_io_list_del};
 use crate::model::fs::fs_writeback::wb_workfn;
+use crate::model::fs::fs_writeback::{cgroup_writeback_umount, inode_io_list_del};
 use crate::model::fs::inode::{state, InodeRef};
 use crate::model::fs::sync::{filemap_fdatawait, sync_filesystem};
 use crate::model::fs::vfs::Filesystem;

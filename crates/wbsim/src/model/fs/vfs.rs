@@ -21,6 +21,7 @@ use std::rc::Rc;
 use sim::{Sim, TaskId, Time};
 
 use crate::model::block::BlockDevice;
+use crate::model::fs::fs_writeback::cleanup_offline_cgwb;
 use crate::model::fs::inode::{Inode, InodeRef};
 use crate::model::init::{CpuCosts, MachineConfig};
 use crate::model::kernel::locking::lock_stat::LockStats;
@@ -28,7 +29,6 @@ use crate::model::kernel::locking::RwSemaphore;
 use crate::model::kernel::rcu::Rcu;
 use crate::model::kernel::sched::Sched;
 use crate::model::kernel::wait::{VarKey, WaitVarTable};
-use crate::model::fs::fs_writeback::cleanup_offline_cgwb;
 use crate::model::kernel::workqueue::{alloc_workqueue, DelayedWork, Work, Workqueue, WqFlags};
 use crate::model::kernel::{Kernel, KernelParams};
 use crate::model::mm::backing_dev::{cleanup_offline_cgwbs_workfn, Bdi, SyncMode, WbReason};
@@ -517,8 +517,9 @@ pub struct Vfs {
     /// `isw_nr_in_flight`: inode wb switch contexts prepared and not yet
     /// finished, machine-wide.
     isw_nr_in_flight: Cell<u64>,
-    /// Time spent in each `cgroup_writeback_umount` call, ns (statistics).
-    isw_drain_ns: RefCell<Vec<Time>>,
+    /// Time spent in each `cgroup_writeback_umount` call, ns, with the
+    /// superblock's name (statistics).
+    isw_drain_ns: RefCell<Vec<(String, Time)>>,
     /// Inodes switched so far (statistics).
     isw_switched: Cell<u64>,
 }
@@ -585,8 +586,8 @@ impl Vfs {
     }
 
     /// Records the time one `cgroup_writeback_umount` call took.
-    pub(crate) fn isw_record_drain(&self, ns: Time) {
-        self.isw_drain_ns.borrow_mut().push(ns);
+    pub(crate) fn isw_record_drain(&self, sb: &str, ns: Time) {
+        self.isw_drain_ns.borrow_mut().push((sb.to_string(), ns));
     }
 
     /// Counts switched inodes.
@@ -594,8 +595,9 @@ impl Vfs {
         self.isw_switched.set(self.isw_switched.get() + n);
     }
 
-    /// Time of every `cgroup_writeback_umount` call so far, ns.
-    pub fn isw_drain_times(&self) -> Vec<Time> {
+    /// Time of every `cgroup_writeback_umount` call so far, ns, by
+    /// superblock name.
+    pub fn isw_drain_times(&self) -> Vec<(String, Time)> {
         self.isw_drain_ns.borrow().clone()
     }
 
@@ -649,19 +651,20 @@ impl Machine {
         // cleanup_offline_cgwbs_work: mm/'s loop over killed cgwbs calling
         // fs/'s cleanup_offline_cgwb.
         let wm = Rc::downgrade(&m);
-        m.mm().set_cgwb_cleanup_work(Work::new("cleanup_offline_cgwbs", move || {
-            let wm = wm.clone();
-            async move {
-                if let Some(m) = wm.upgrade() {
-                    let m2 = m.clone();
-                    cleanup_offline_cgwbs_workfn(m.mm(), move |wb| {
-                        let m3 = m2.clone();
-                        async move { cleanup_offline_cgwb(&m3, wb).await }
-                    })
-                    .await;
+        m.mm()
+            .set_cgwb_cleanup_work(Work::new("cleanup_offline_cgwbs", move || {
+                let wm = wm.clone();
+                async move {
+                    if let Some(m) = wm.upgrade() {
+                        let m2 = m.clone();
+                        cleanup_offline_cgwbs_workfn(m.mm(), move |wb| {
+                            let m3 = m2.clone();
+                            async move { cleanup_offline_cgwb(&m3, wb).await }
+                        })
+                        .await;
+                    }
                 }
-            }
-        }));
+            }));
         Ok(m)
     }
 

@@ -1102,7 +1102,7 @@ mod tests {
             }
             d.set(s.now());
         });
-        sim.run_until(20_000 * MSEC);
+        sim.run_until(20_000 * MSEC).unwrap();
         done.get() - at
     }
 
@@ -1152,7 +1152,7 @@ mod tests {
                 e.borrow_mut().push(s.now());
             });
         }
-        sim.run_until(MSEC * 100);
+        sim.run_until(MSEC * 100).unwrap();
         // First GP 0..3 ms; the second caller needs the next, 3..6 ms.
         assert_eq!(*ends.borrow(), vec![3 * MSEC, 6 * MSEC]);
         assert_eq!(rcu.stats().gps, 2);

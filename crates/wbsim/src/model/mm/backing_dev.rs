@@ -9,9 +9,9 @@
 //! root wb whose flusher is a delayed work item on `bdi_wq`; the work function
 //! is the filesystem layer's `wb_workfn`, passed in at registration.
 
-use std::future::Future;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::rc::{Rc, Weak};
 
 use crate::model::kernel::locking::RwSemaphore;
@@ -212,14 +212,21 @@ pub fn wb_get_create(mm: &Mm, bdi: &Rc<Bdi>, ctx: usize, memcg: &Rc<MemCgroup>) 
         return wb.clone();
     }
     let root = &bdi.wbs[ctx];
-    let wb = new_wb(mm, &bdi.workfn, format!("{}:memcg{}", root.name, memcg.id), ctx);
+    let wb = new_wb(
+        mm,
+        &bdi.workfn,
+        format!("{}:memcg{}", root.name, memcg.id),
+        ctx,
+    );
     wb.bdi_id.set(bdi.id);
     wb.memcg_id.set(memcg.id);
     if !memcg.cgwb_list_add(wb.clone()) {
         return root.clone();
     }
     memcg.css_get();
-    bdi.cgwb_tree.borrow_mut().insert((ctx, memcg.id), wb.clone());
+    bdi.cgwb_tree
+        .borrow_mut()
+        .insert((ctx, memcg.id), wb.clone());
     bdi.cgwb_list.borrow_mut().insert(wb.id, wb.clone());
     mm.kernel().sim().trace("cgwb_create", || {
         format!("bdi {}: wb {} memcg {}", bdi.name, wb.name, memcg.id)

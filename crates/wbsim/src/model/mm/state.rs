@@ -13,8 +13,8 @@ use std::rc::Rc;
 use sim::Time;
 
 use super::backing_dev_defs::{Bdi, Wb};
-use super::memcontrol::MemcgTable;
 use super::filemap::Delta;
+use super::memcontrol::MemcgTable;
 use super::page_writeback::limits::{
     domain_dirty_limits, global_dirtyable_memory, writeback_set_ratelimit, DirtyThresholds, Hz,
     VmDirtyParams, WbDomain,
