@@ -57,7 +57,6 @@ fn per_sb_removes_the_cross_superblock_penalty_and_both_keep_the_invariant() {
         conc_g > conc_p + 5.0,
         "concurrent: global {conc_g} per_sb {conc_p} ms"
     );
-    assert!(stat(&global, "cgwb.switched_inodes", "mean") > 100.0);
 }
 
 #[test]
