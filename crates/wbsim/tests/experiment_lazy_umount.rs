@@ -12,20 +12,22 @@ fn mean(r: &Results, m: &str) -> f64 {
 }
 
 #[test]
-fn rt_sync_umount_costs_one_normal_grace_period_and_deferred_lazy_is_much_faster() {
+fn rt_sync_umount_costs_one_normal_grace_period_and_deferred_lazy_is_faster() {
     let s = scenario("lazy-umount");
     let sync = run_variant(&s, "sync", true);
     let deferred = run_variant(&s, "deferred", true);
-    // One RT normal grace period (~21 ms) plus umount(8) start (~3 ms).
+    // umount(8) start (3.1 ms) plus one normal grace period: on this idle
+    // 4-CPU HZ=1000 machine the first force-quiescent-state scan, 3 jiffies
+    // after the tick before it started (2-3 ms; kernel/rcu.rs).
     let u = mean(&sync, "umount.elapsed");
-    assert!((18.0..32.0).contains(&u), "sync umount {u} ms");
+    assert!((5.0..6.5).contains(&u), "sync umount {u} ms");
     let (sl, dl) = (
         mean(&sync, "umount_lazy.elapsed"),
         mean(&deferred, "umount_lazy.elapsed"),
     );
     assert!(
-        sl > 4.0 * dl,
-        "deferred lazy umount {dl} ms not several times faster than sync {sl} ms"
+        sl > 1.5 * dl,
+        "deferred lazy umount {dl} ms not faster than sync {sl} ms"
     );
     // Non-lazy umount is unchanged by the switch.
     let du = mean(&deferred, "umount.elapsed");

@@ -103,8 +103,8 @@ fn reader_preempted_inside_its_section_holds_the_grace_period() {
     assert!(sched.task_stats(hog.id()).run_ns == 20 * MSEC);
 }
 
-/// Sampled grace-period lengths follow the configured distribution: the
-/// default uniform 3..8 ms has its mean near 5.5 ms and covers the range; a
+/// Stub grace-period lengths follow the configured distribution: a
+/// uniform 3..8 ms has its mean near 5.5 ms and covers the range; a
 /// log-normal's sample median is near its median. (Fixed seed: the answer
 /// is the same on every run.)
 #[test]
@@ -113,7 +113,13 @@ fn grace_period_lengths_follow_their_distribution() {
     let mut rng = sim.rng("gp");
     let n = 20_001;
     let u: Vec<Time> = (0..n)
-        .map(|_| RcuParams::GP_NORMAL_DEFAULT.sample(&mut rng))
+        .map(|_| {
+            GpDuration::Uniform {
+                min: 3 * MSEC,
+                max: 8 * MSEC,
+            }
+            .sample(&mut rng)
+        })
         .collect();
     let mean = u.iter().sum::<Time>() as f64 / n as f64;
     assert!((mean - 5.5e6).abs() < 0.05e6, "mean {mean}");
@@ -134,7 +140,14 @@ fn grace_period_lengths_follow_their_distribution() {
     // instances with the same seed see the same lengths.
     let lens = |seed: u64| {
         let sim = Sim::new(seed);
-        let rcu = Rcu::new(&sim, RcuParams::for_kernel(false)).unwrap();
+        let p = RcuParams {
+            gp_normal: GpDuration::Uniform {
+                min: 3 * MSEC,
+                max: 8 * MSEC,
+            },
+            ..RcuParams::for_kernel(false)
+        };
+        let rcu = Rcu::new(&sim, p).unwrap();
         let (r, s) = (rcu.clone(), sim.clone());
         let h = sim.spawn("s", async move {
             let mut out = Vec::new();

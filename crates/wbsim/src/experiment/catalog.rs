@@ -72,7 +72,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
                 create memcg -> write 1 MiB -> rmdir memcg; wall-clock latency of \
                 umount(8) of the target superblock, which runs its own cgwb churn (a).",
         published_note: "",
-        scenario: None,
+        scenario: Some(include_str!("../../../../scenarios/cgwb-umount.toml")),
         comes_with: "the cgroup writeback issue",
     },
     Experiment {

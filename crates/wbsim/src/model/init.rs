@@ -68,6 +68,10 @@ pub struct MachineConfig {
     pub rcu_normal_after_boot: bool,
     /// `CONFIG_HZ`, ticks per second.
     pub hz: u64,
+    /// CONFIG_RCU_LAZY with offloaded callbacks: `call_rcu()` waits up to
+    /// 10 s for a grace period someone else starts (`[machine] rcu_lazy`).
+    #[serde(default = "default_true")]
+    pub rcu_lazy: bool,
     /// CPU time to start a command (fork + exec + dynamic linking of a small
     /// utility such as umount(8)), ns (`[machine] process_start`).
     pub process_start_ns: Time,
@@ -102,6 +106,7 @@ impl MachineConfig {
             preempt_rt: false,
             rcu_normal_after_boot: false,
             hz: 1000,
+            rcu_lazy: true,
             process_start_ns: PROCESS_START_DEFAULT_NS,
             wakeup_latency_ns: 0,
             reserved_bytes: default_reserved_bytes(memory_bytes),
@@ -119,10 +124,17 @@ impl MachineConfig {
 
     /// The RCU flavour of `preempt_rt` with `rcu_normal_after_boot`.
     pub fn rcu_params(&self) -> RcuParams {
-        let mut rcu = RcuParams::for_kernel(self.preempt_rt);
+        let mut rcu = RcuParams::for_machine(self.cpus, self.hz, self.preempt_rt);
         rcu.rcu_normal_after_boot = self.rcu_normal_after_boot;
+        if !self.rcu_lazy {
+            rcu.lazy_flush_ns = None;
+        }
         rcu
     }
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// RAM reserved for the kernel and applications: 5% of RAM, at least 256 MiB,

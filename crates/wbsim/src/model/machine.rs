@@ -132,6 +132,22 @@ impl Machine {
         self.mm().pgdat().watermarks()
     }
 
+    /// Time of every `cgroup_writeback_umount` call so far, ns, with the
+    /// name of the superblock unmounted.
+    pub fn cgwb_umount_drains(&self) -> Vec<(String, Time)> {
+        self.vfs().isw_drain_times()
+    }
+
+    /// Inodes switched between wbs so far.
+    pub fn cgwb_switched_inodes(&self) -> u64 {
+        self.vfs().isw_switched()
+    }
+
+    /// RCU counters so far.
+    pub fn rcu_stats(&self) -> crate::model::kernel::rcu::RcuStats {
+        self.rcu().stats()
+    }
+
     /// Model tracepoint counts so far, by name.
     pub fn events(&self) -> BTreeMap<&'static str, u64> {
         self.kernel().stats().events()

@@ -63,6 +63,9 @@ policy_enum! {
         Global = "global",
         /// Wait for this superblock's own in-flight counter to reach zero.
         PerSb = "per_sb",
+        /// Test variant only: no drain at all, which lets a switch touch an
+        /// inode after its superblock's teardown (the invariant must trip).
+        None = "none",
     } default Global
 }
 

@@ -9,6 +9,7 @@
 //! Simplified: cgroup memory limits of `cgroup_mkdir` are kept but not enforced
 //! (no memcg yet); `rmdir` forgets the cgroup (its CPU accounting stays).
 
+use crate::model::mm::memcontrol::{mem_cgroup_css_online, mem_cgroup_rmdir};
 use std::rc::Rc;
 
 use super::actor::{ActorConfig, Repeat, Step, StepOp};
@@ -111,7 +112,9 @@ pub fn spawn_actor(w: &Rc<World>, actor: &ActorConfig, cgroup: CgroupId, ops: Rc
                     if w2.end_requested.get() {
                         break 'outer;
                     }
-                    if let Err(e) = run_step(&w2, &a, instance, step, &mut task, &*ops).await {
+                    if let Err(e) =
+                        run_step(&w2, &a, (instance, round), step, &mut task, &*ops).await
+                    {
                         w2.error(format!(
                             "actor '{}' step at line {}: {e}",
                             a.name, step.line
@@ -127,15 +130,17 @@ pub fn spawn_actor(w: &Rc<World>, actor: &ActorConfig, cgroup: CgroupId, ops: Rc
     }
 }
 
-/// `{instance}` in a path or name becomes the instance number.
-fn inst(s: &str, instance: u32) -> String {
+/// `{instance}` in a path or name becomes the instance number, `{round}`
+/// the round of the actor's step list (1, 2, ...).
+fn inst(s: &str, (instance, round): (u32, u64)) -> String {
     s.replace("{instance}", &instance.to_string())
+        .replace("{round}", &round.to_string())
 }
 
 async fn run_step(
     w: &Rc<World>,
     a: &ActorConfig,
-    instance: u32,
+    instance: (u32, u64),
     step: &Step,
     task: &mut TaskDirty,
     ops: &dyn MountOps,
@@ -175,7 +180,12 @@ async fn run_step(
             m.sim().sleep(*ns).await;
             Ok(())
         }
-        StepOp::CgroupMkdir { name, cpus, .. } => {
+        StepOp::CgroupMkdir {
+            name,
+            cpus,
+            memory_high,
+            memory_max,
+        } => {
             let name = inst(name, instance);
             let cpus: Option<Vec<usize>> = cpus
                 .as_ref()
@@ -183,15 +193,16 @@ async fn run_step(
             // A cgroup made again after rmdir is a new cgroup.
             let unique = format!("{name}#{}", m.now());
             let id = m.sched().add_cgroup(&unique, cpus.as_deref())?;
+            mem_cgroup_css_online(m.mm(), id, &unique, *memory_high, *memory_max);
             w.cgroups.borrow_mut().insert(name, id);
             Ok(())
         }
         StepOp::CgroupRmdir { name } => {
             let name = inst(name, instance);
             let mut cgs = w.cgroups.borrow_mut();
-            if cgs.remove(&name).is_none() {
+            let Some(gone) = cgs.remove(&name) else {
                 return Err(format!("cgroup_rmdir: no cgroup '{name}'").into());
-            }
+            };
             // Leave it: the actor moves back to its own cgroup.
             let own = a
                 .cgroup
@@ -202,6 +213,8 @@ async fn run_step(
             if let Some(id) = m.sim().current() {
                 m.sched().set_cgroup(id, own);
             }
+            // The memcg goes offline a grace period later (kill_css).
+            mem_cgroup_rmdir(m.mm(), gone);
             Ok(())
         }
         StepOp::CgroupEnter { name } => {

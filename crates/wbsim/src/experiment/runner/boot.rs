@@ -3,6 +3,7 @@
 //! the cgroups, and the filesystems mounted at the start; and turns the
 //! `[[job]]` tables into fio job sets. Not kernel code.
 
+use crate::model::mm::memcontrol::mem_cgroup_css_online;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -99,6 +100,7 @@ pub fn boot(sim: &Sim, scenario: &Scenario, variant: &ResolvedVariant) -> Result
             .as_ref()
             .map(|l| l.iter().map(|&n| n as usize).collect());
         let id = m.sched().add_cgroup(&c.name, cpus.as_deref())?;
+        mem_cgroup_css_online(m.mm(), id, &c.name, c.memory_high, c.memory_max);
         cgroups.insert(c.name.clone(), id);
     }
     let cg_of = |name: &Option<String>| -> CgroupId {

@@ -60,6 +60,7 @@ pub fn results(
     for p in m.bdp_pauses() {
         metrics.record_as("bdp.pause", "ns", "ms", p);
     }
+    cgwb_and_rcu(m, &mut metrics);
     for (name, d) in devices {
         let st = d.stats();
         if now > 0 {
@@ -85,6 +86,32 @@ pub fn results(
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
     Results::new(scenario, variant, seed, &metrics, jobs, invariants, host)
+}
+
+/// Cgroup writeback and RCU: `cgwb.umount_drain` (ms), the time of every
+/// `cgroup_writeback_umount` call, and `cgwb.umount_drain.FS` per
+/// filesystem (its superblock name); `cgwb.switched_inodes` (count);
+/// `rcu.gps`, `rcu.synchronize_calls` (count) and `rcu.gp_mean` (ms), the
+/// mean normal grace period.
+fn cgwb_and_rcu(m: &crate::model::machine::Machine, metrics: &mut Metrics) {
+    let drains = m.cgwb_umount_drains();
+    for (sb, ns) in &drains {
+        metrics.record_as("cgwb.umount_drain", "ns", "ms", *ns);
+        metrics.record_as(&format!("cgwb.umount_drain.{sb}"), "ns", "ms", *ns);
+    }
+    if !drains.is_empty() {
+        metrics.add("cgwb.switched_inodes", "count", m.cgwb_switched_inodes());
+    }
+    let r = m.rcu_stats();
+    metrics.add("rcu.gps", "count", r.gps);
+    metrics.add("rcu.synchronize_calls", "count", r.synchronize_calls);
+    if r.gps > 0 {
+        metrics.set(
+            "rcu.gp_mean",
+            "ms",
+            r.gp_total_ns as f64 / r.gps as f64 / 1e6,
+        );
+    }
 }
 
 /// What each writeback context did (E4), for runs that choose `nr_wb_ctx`:

@@ -51,6 +51,8 @@ key_table! {
             "rcupdate.rcu_normal_after_boot=1: expedited grace periods become normal.";
         hz: OneOf(HZ_CHOICES) => |m, n| m.hz = n,
             "CONFIG_HZ, ticks per second.";
+        rcu_lazy: Bool => |m, b| m.rcu_lazy = b,
+            "CONFIG_RCU_LAZY on offloaded CPUs: call_rcu waits up to 10 s for a grace period (default true).";
         process_start: Duration => |m, ns| m.process_start_ns = ns,
             "CPU and wall time to start a command (fork+exec).";
         wakeup_latency: Duration => |m, ns| m.wakeup_latency_ns = ns,

@@ -209,7 +209,7 @@ async fn generic_perform_write(
             f.inode.extents.borrow_mut().reserve_eof(end, end + pre);
         }
     }
-    let wb = inode_attach_wb(&f.sb, &f.inode, m.policies().wb_ctx_assign);
+    let wb = inode_attach_wb(m, &f.sb, &f.inode, m.policies().wb_ctx_assign);
     let mut idx = start;
     while idx < end {
         let step = throttle::pages_until_ratelimit(task, &wb);

@@ -30,16 +30,15 @@ use std::rc::Rc;
 use sim::Time;
 
 use crate::model::block::BlockDevice;
-use crate::model::fs::fs_writeback::inode_io_list_del;
 use crate::model::fs::fs_writeback::wb_workfn;
+use crate::model::fs::fs_writeback::{cgroup_writeback_umount, inode_io_list_del};
 use crate::model::fs::inode::{state, InodeRef};
 use crate::model::fs::sync::{filemap_fdatawait, sync_filesystem};
 use crate::model::fs::vfs::Filesystem;
 use crate::model::fs::vfs::Machine;
 pub use crate::model::fs::vfs::{flags, SuperBlock, TRUNCATE_PAGE_NS};
 use crate::model::kernel::locking::rwsem::WriteGuard;
-use crate::model::kernel::workqueue::flush_workqueue;
-use crate::model::mm::backing_dev::{bdi_drop, bdi_register, bdi_unregister, Wb};
+use crate::model::mm::backing_dev::{bdi_drop, bdi_register, bdi_unregister, wb_put, Wb};
 use crate::model::mm::page_writeback::account_delta;
 
 /// CPU to drop one dentry in `shrink_dcache_for_umount` (d_walk, dentry_kill,
@@ -101,6 +100,8 @@ pub fn sget(
         next_ino: Cell::new(1),
         s_active: Cell::new(1),
         s_dead_at: Cell::new(None),
+        s_isw_nr_in_flight: Cell::new(0),
+        s_isw_torn_down: Cell::new(false),
     });
     m.vfs().super_add(sb.clone());
     sb
@@ -152,6 +153,8 @@ pub async fn generic_shutdown_super(m: &Rc<Machine>, sb: &Rc<SuperBlock>, guard:
     sync_filesystem(m, sb).await;
     sb.s_flags.set(sb.s_flags.get() & !flags::SB_ACTIVE);
     cgroup_writeback_umount(m, sb).await;
+    // From here on no inode wb switch may touch this superblock's inodes.
+    sb.s_isw_torn_down.set(true);
     evict_inodes(m, sb).await;
     sb.fs.put_super(m, sb).await;
     let busy = sb.inodes.borrow().len();
@@ -183,22 +186,6 @@ pub async fn shrink_dcache_for_umount(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
     for inode in &inodes {
         let mut st = inode.st.borrow_mut();
         st.i_count = st.i_count.saturating_sub(1);
-    }
-}
-
-/// `cgroup_writeback_umount` as of the baseline kernel (7.1): if the bdi can
-/// write back and any inode wb switch is in flight anywhere on the machine
-/// (the global `isw_nr_in_flight`), wait for a grace period (switches that
-/// saw SB_ACTIVE set have queued their work by then) and flush `isw_wq`.
-/// The per-superblock variant (experiment E1) is a later switch.
-pub async fn cgroup_writeback_umount(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
-    if !sb.bdi.can_writeback {
-        return;
-    }
-    // smp_mb(): pairs with the barrier in inode_prepare_wbs_switch.
-    if m.vfs().isw_nr_in_flight() > 0 {
-        m.rcu().synchronize_rcu().await;
-        flush_workqueue(m.vfs().isw_wq()).await;
     }
 }
 
@@ -234,6 +221,7 @@ async fn evict(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
     if let Some(wb) = inode.wb() {
         inode_io_list_del(inode, &wb);
     }
+    let wb_ref = inode.wb();
     filemap_fdatawait(m, inode).await;
     let d = inode.mapping.borrow_mut().truncate_all();
     let freed = (-d.cached).max(0) as Time;
@@ -257,6 +245,10 @@ async fn evict(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
         st.i_state |= state::I_CLEAR;
     }
     sb.inodes.borrow_mut().remove(&inode.ino);
+    // inode_detach_wb: the inode's reference on its wb.
+    if let Some(wb) = wb_ref {
+        wb_put(m.mm(), &wb);
+    }
     if freed > 0 {
         m.sched().cpu(freed * sb.fs.costs().evict_page_ns).await;
     }

@@ -5,8 +5,8 @@
 //! `sync_filesystem` (syncfs(2) and the first step of unmount), `ksys_sync`
 //! (sync(2)), and `vfs_fsync_range` (fsync(2)).
 //!
-//! Simplified: `wb_switch_rwsem` is not taken yet (no cgroup writeback);
-//! `sync_bdevs` (the block devices' own page caches) is not modelled.
+//! `sync_inodes_sb` holds `wb_switch_rwsem` for write across the split work
+//! (as the kernel does since 5.2). Simplified: `sync_bdevs` (the block devices' own page caches) is not modelled.
 
 use std::rc::Rc;
 
@@ -22,7 +22,7 @@ use crate::model::mm::backing_dev::{SyncMode, WbCompletion, WbReason, WbWork};
 /// (`bdi_split_work_to_wbs`) and waits for all of them.
 async fn split_work_and_wait(m: &Rc<Machine>, sb: &Rc<SuperBlock>, base: impl Fn() -> WbWork) {
     let done = WbCompletion::new();
-    for wb in &sb.bdi.wbs {
+    for wb in &sb.bdi.wb_list() {
         if !wb.has_dirty_io() {
             continue;
         }
@@ -71,6 +71,9 @@ pub async fn sync_inodes_sb(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
         return;
     }
     let id = sb.id;
+    // bdi_down_write_wb_switch_rwsem: no inode changes wb while the work is
+    // split over the wbs (a switched inode could be missed).
+    let switch_guard = sb.bdi.wb_switch_rwsem.down_write().await;
     split_work_and_wait(m, sb, || {
         let mut w = WbWork::new(i64::MAX, SyncMode::All, WbReason::Sync);
         w.sb = Some(id);
@@ -79,6 +82,7 @@ pub async fn sync_inodes_sb(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
         w
     })
     .await;
+    drop(switch_guard);
     wait_sb_inodes(m, sb).await;
 }
 

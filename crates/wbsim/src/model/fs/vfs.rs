@@ -21,6 +21,7 @@ use std::rc::Rc;
 use sim::{Sim, TaskId, Time};
 
 use crate::model::block::BlockDevice;
+use crate::model::fs::fs_writeback::cleanup_offline_cgwb;
 use crate::model::fs::inode::{Inode, InodeRef};
 use crate::model::init::{CpuCosts, MachineConfig};
 use crate::model::kernel::locking::lock_stat::LockStats;
@@ -28,9 +29,9 @@ use crate::model::kernel::locking::RwSemaphore;
 use crate::model::kernel::rcu::Rcu;
 use crate::model::kernel::sched::Sched;
 use crate::model::kernel::wait::{VarKey, WaitVarTable};
-use crate::model::kernel::workqueue::{alloc_workqueue, DelayedWork, Workqueue, WqFlags};
+use crate::model::kernel::workqueue::{alloc_workqueue, DelayedWork, Work, Workqueue, WqFlags};
 use crate::model::kernel::{Kernel, KernelParams};
-use crate::model::mm::backing_dev::{Bdi, SyncMode, WbReason};
+use crate::model::mm::backing_dev::{cleanup_offline_cgwbs_workfn, Bdi, SyncMode, WbReason};
 use crate::model::mm::{Mm, MmParams};
 use crate::model::policy::{Policies, WbCtxAssign};
 
@@ -303,6 +304,12 @@ pub struct SuperBlock {
     pub s_active: Cell<u32>,
     /// When shutdown finished and the device was released (SB_DEAD), ns.
     pub s_dead_at: Cell<Option<Time>>,
+    /// `s_isw_nr_in_flight` (umount_drain = per_sb): inode wb switches of
+    /// this superblock's inodes prepared and not yet finished.
+    pub s_isw_nr_in_flight: Cell<u64>,
+    /// Teardown has begun (cgroup_writeback_umount returned; evict_inodes
+    /// next): no switch may touch this superblock's inodes any more.
+    pub s_isw_torn_down: Cell<bool>,
 }
 
 impl SuperBlock {
@@ -316,6 +323,36 @@ impl SuperBlock {
         // Superblock ids are unique machine-wide; the low bits keep room for
         // other per-superblock variables.
         VarKey(self.id << 4)
+    }
+
+    /// The `wait_var_event` key of `s_isw_nr_in_flight`.
+    pub fn isw_key(&self) -> VarKey {
+        VarKey((self.id << 4) | 1)
+    }
+
+    /// `s_isw_nr_in_flight`.
+    pub fn isw_in_flight(&self) -> u64 {
+        self.s_isw_nr_in_flight.get()
+    }
+
+    /// Pins the superblock for a switch (per_sb drain).
+    pub fn isw_pin(&self) {
+        self.s_isw_nr_in_flight
+            .set(self.s_isw_nr_in_flight.get() + 1);
+    }
+
+    /// Unpins, waking an umount waiting for zero.
+    pub fn isw_unpin(&self, m: &Machine) {
+        let n = self.s_isw_nr_in_flight.get().saturating_sub(1);
+        self.s_isw_nr_in_flight.set(n);
+        if n == 0 {
+            m.vars().wake_up_var(self.isw_key());
+        }
+    }
+
+    /// Whether teardown has begun (see `s_isw_torn_down`).
+    pub fn isw_torn_down(&self) -> bool {
+        self.s_isw_torn_down.get()
     }
 
     /// Whether shutdown has finished (SB_DEAD).
@@ -477,9 +514,14 @@ pub struct Vfs {
     ns: MntNamespace,
     /// `isw_wq` ("inode_switch_wbs"): inode wb switch work.
     isw_wq: Workqueue,
-    /// `isw_nr_in_flight`: inode wb switches prepared and not yet finished,
-    /// machine-wide. Always 0 until cgroup writeback switching is modelled.
+    /// `isw_nr_in_flight`: inode wb switch contexts prepared and not yet
+    /// finished, machine-wide.
     isw_nr_in_flight: Cell<u64>,
+    /// Time spent in each `cgroup_writeback_umount` call, ns, with the
+    /// superblock's name (statistics).
+    isw_drain_ns: RefCell<Vec<(String, Time)>>,
+    /// Inodes switched so far (statistics).
+    isw_switched: Cell<u64>,
 }
 
 impl Vfs {
@@ -492,6 +534,8 @@ impl Vfs {
             ns: MntNamespace::new(k.locks(), k.sched()),
             isw_wq,
             isw_nr_in_flight: Cell::new(0),
+            isw_drain_ns: RefCell::new(Vec::new()),
+            isw_switched: Cell::new(0),
         }
     }
 
@@ -534,6 +578,33 @@ impl Vfs {
     pub fn isw_nr_in_flight(&self) -> u64 {
         self.isw_nr_in_flight.get()
     }
+
+    /// Adds `d` to `isw_nr_in_flight`.
+    pub(crate) fn isw_nr_in_flight_add(&self, d: i64) {
+        let n = self.isw_nr_in_flight.get() as i64 + d;
+        self.isw_nr_in_flight.set(n.max(0) as u64);
+    }
+
+    /// Records the time one `cgroup_writeback_umount` call took.
+    pub(crate) fn isw_record_drain(&self, sb: &str, ns: Time) {
+        self.isw_drain_ns.borrow_mut().push((sb.to_string(), ns));
+    }
+
+    /// Counts switched inodes.
+    pub(crate) fn isw_record_switched(&self, n: u64) {
+        self.isw_switched.set(self.isw_switched.get() + n);
+    }
+
+    /// Time of every `cgroup_writeback_umount` call so far, ns, by
+    /// superblock name.
+    pub fn isw_drain_times(&self) -> Vec<(String, Time)> {
+        self.isw_drain_ns.borrow().clone()
+    }
+
+    /// Inodes switched so far.
+    pub fn isw_switched(&self) -> u64 {
+        self.isw_switched.get()
+    }
 }
 
 // ------------------------------------------------------------ the machine
@@ -569,14 +640,32 @@ impl Machine {
             },
         )?);
         let vfs = Vfs::boot(&k);
-        Ok(Rc::new(Machine {
+        let m = Rc::new(Machine {
             k,
             mm,
             vfs,
             costs: cfg.costs,
             policies: cfg.policies,
             process_start_ns: cfg.process_start_ns,
-        }))
+        });
+        // cleanup_offline_cgwbs_work: mm/'s loop over killed cgwbs calling
+        // fs/'s cleanup_offline_cgwb.
+        let wm = Rc::downgrade(&m);
+        m.mm()
+            .set_cgwb_cleanup_work(Work::new("cleanup_offline_cgwbs", move || {
+                let wm = wm.clone();
+                async move {
+                    if let Some(m) = wm.upgrade() {
+                        let m2 = m.clone();
+                        cleanup_offline_cgwbs_workfn(m.mm(), move |wb| {
+                            let m3 = m2.clone();
+                            async move { cleanup_offline_cgwb(&m3, wb).await }
+                        })
+                        .await;
+                    }
+                }
+            }));
+        Ok(m)
     }
 
     /// The kernel services.

@@ -23,15 +23,34 @@
 //! - Tracepoints `rcu_grace_period` and `rcu_exp_grace_period`
 //!   (include/trace/events/rcu.h), fields "NAME GP_SEQ start|end".
 //!
+//! Grace periods as a mechanism ([`GpDuration::FromMachine`], the default):
+//! - Normal: `rcu_gp_init()` snapshots every CPU (through the scheduler's
+//!   [`CpuRcuView`]); the GP kthread sleeps `jiffies_till_first_fqs` (then
+//!   `jiffies_till_next_fqs` between scans; `rcu_init_geometry()` defaults
+//!   from HZ and nr_cpu_ids) and each force-quiescent-state scan reports the
+//!   dyntick-idle CPUs; a busy CPU reports at its next tick once it passed a
+//!   quiescent state (a context switch; with CONFIG_PREEMPT_RCU any tick
+//!   outside a preempt-disabled section; without it only the `rcu_urgent_qs`
+//!   forcing after `jiffies_to_sched_qs`). Ticks fall on jiffy boundaries on
+//!   every CPU. Explicit `rcu_read_lock()` guards hold the grace period as
+//!   preemptible readers do (PREEMPT_RT: a preempted reader extends it).
+//!   `synchronize_rcu()` callers are woken by the cleanup itself
+//!   (`rcu_normal_wake_from_gp`, default on up to 16 CPUs), else at the next
+//!   tick, when their wakeup callback runs; callbacks run at the next tick.
+//! - Expedited: setup plus one IPI per non-idle CPU (tens of microseconds);
+//!   `rcu_normal_after_boot` makes it a normal one.
+//! - `call_rcu()` with CONFIG_RCU_LAZY waits up to 10 s for someone else's
+//!   grace period; `synchronize_rcu()` is never lazy.
+//!
 //! Simplified:
-//! - A grace period's length is sampled (`RcuParams`), standing for the
-//!   per-CPU quiescent-state reporting and force-quiescent-state scans the
-//!   kernel does; the only readers modelled one by one are the explicit
-//!   `rcu_read_lock()` guards. A grace period ends when its sampled length has
-//!   passed AND every guard that existed when it started is dropped; guards
-//!   taken after it started do not hold it (as in preemptible RCU, where a
-//!   reader preempted or blocked inside its section holds the grace period
-//!   through the `rcu_node` blocked-tasks list).
+//! - A context switch is a change of the task on a CPU in the model's
+//!   scheduler, so a task that gives up the CPU between two `cpu()` requests
+//!   passes a quiescent state; tasks outside `cpu()` are not on a CPU (user
+//!   mode is not told apart from kernel mode). No rcu_node tree (a flat
+//!   ->qsmask), no GP-kthread wakeup latency, no nocb kthreads. Unit tests can
+//!   stub a length with a distribution ([`GpDuration::Fixed`] ...): such a grace
+//!   period ends when its sampled length has passed AND every guard that
+//!   existed when it started is dropped.
 //! - No CPUs, no rcu_node tree, no per-CPU callback lists, no lazy or no-CBs
 //!   callbacks: `call_rcu()` requests a grace period at once (the kernel
 //!   notices new callbacks at the next tick or softirq) and its callback
@@ -56,6 +75,7 @@ use rand::Rng;
 use rand_distr::{Distribution, LogNormal};
 use sim::{Sim, SimRng, Time, MSEC, USEC};
 
+use super::sched::{CpuRcuView, Sched};
 use super::wait::WaitQueue;
 
 // ------------------------------------------------------------- gp_seq helpers
@@ -96,7 +116,11 @@ pub fn rcu_seq_done(cur: u64, snap: u64) -> bool {
 /// Distribution of a grace period's length, ns.
 #[derive(Clone, Debug, PartialEq)]
 pub enum GpDuration {
-    /// Always this many ns.
+    /// From the mechanism: the grace-period kthread's force-quiescent-state
+    /// scans and every CPU's quiescent states as the scheduler reports them
+    /// (normal), or IPIs to the non-idle CPUs (expedited). The default.
+    FromMachine,
+    /// Always this many ns (a stub for unit tests of RCU users).
     Fixed(Time),
     /// Uniform in `min..=max` ns.
     Uniform { min: Time, max: Time },
@@ -124,7 +148,7 @@ impl GpDuration {
     /// Checks the distribution is well formed; `which` names it in the error.
     pub fn validate(&self, which: &'static str) -> Result<(), RcuParamError> {
         match *self {
-            GpDuration::Fixed(_) => Ok(()),
+            GpDuration::FromMachine | GpDuration::Fixed(_) => Ok(()),
             GpDuration::Uniform { min, max } if min > max => {
                 Err(RcuParamError::UniformMinAboveMax { which, min, max })
             }
@@ -140,6 +164,7 @@ impl GpDuration {
     /// Draws one length, ns (the distribution was validated).
     pub fn sample(&self, rng: &mut SimRng) -> Time {
         match *self {
+            GpDuration::FromMachine => 0,
             GpDuration::Fixed(t) => t,
             GpDuration::Uniform { min, max } => rng.random_range(min..=max.max(min)),
             GpDuration::LogNormal { median, sigma } => {
@@ -153,16 +178,49 @@ impl GpDuration {
     }
 }
 
+/// `RCU_JIFFIES_TILL_FORCE_QS` (kernel/rcu/tree.h): jiffies the grace-period
+/// kthread waits before its first force-quiescent-state scan,
+/// `1 + (HZ > 250) + (HZ > 500)`.
+pub fn rcu_jiffies_till_force_qs(hz: u64) -> u64 {
+    1 + u64::from(hz > 250) + u64::from(hz > 500)
+}
+
+/// `WAKE_FROM_GP_CPU_THRESHOLD` (kernel/rcu/tree.c): on machines with at
+/// most this many CPUs `rcu_normal_wake_from_gp` defaults on, and
+/// `synchronize_rcu()` callers are woken by the grace-period cleanup itself
+/// instead of by a callback.
+pub const WAKE_FROM_GP_CPU_THRESHOLD: usize = 16;
+
+/// `RCU_JIFFIES_FQS_DIV` (kernel/rcu/tree.h): one more jiffy per 256 CPUs.
+pub const RCU_JIFFIES_FQS_DIV: u64 = 256;
+
 /// RCU parameters of one modelled kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RcuParams {
-    /// Length of a normal grace period, ns, when no modelled reader holds it.
+    /// Length of a normal grace period: [`GpDuration::FromMachine`] (the
+    /// mechanism) unless a test stubs it.
     pub gp_normal: GpDuration,
-    /// Length of an expedited grace period, ns, when no reader holds it.
+    /// Length of an expedited grace period: [`GpDuration::FromMachine`] unless
+    /// stubbed.
     pub gp_expedited: GpDuration,
+    /// `CONFIG_HZ`, ticks per second: ticks are when busy CPUs report
+    /// quiescent states and the unit of the kthread's sleeps.
+    pub hz: u64,
+    /// `nr_cpu_ids`.
+    pub nr_cpus: usize,
     /// PREEMPT_RT kernel (CONFIG_PREEMPT_RT). Sets the default of
     /// `rcu_normal_after_boot`.
     pub preempt_rt: bool,
+    /// CONFIG_PREEMPT_RCU: a busy CPU's tick reports a quiescent state when it
+    /// is outside any read-side section with preemption enabled
+    /// (`rcu_flavor_sched_clock_irq()` in kernel/rcu/tree_plugin.h). Without
+    /// it (PREEMPT_NONE/VOLUNTARY builds), a CPU busy in the kernel passes one
+    /// only by a context switch or, once the grace period is
+    /// `jiffies_to_sched_qs` old, at `cond_resched()` (`rcu_urgent_qs`).
+    /// Default true: PREEMPT_RT and PREEMPT_DYNAMIC kernels have it (the live
+    /// 6.18 kernel here: CONFIG_PREEMPT_DYNAMIC=y, CONFIG_PREEMPT_RCU=y, read
+    /// from /proc/config.gz).
+    pub preempt_rcu: bool,
     /// `rcupdate.rcu_normal_after_boot`: after boot, expedited grace periods
     /// are normal ones (`rcu_gp_is_normal()`). Kernel default
     /// `IS_ENABLED(CONFIG_PREEMPT_RT)` (kernel/rcu/update.c).
@@ -171,81 +229,80 @@ pub struct RcuParams {
     /// after the grace period ends). Default 0: a callback that frees an
     /// object or queues work costs well under a microsecond.
     pub callback_cost_ns: Time,
-    /// CONFIG_RCU_LAZY: `call_rcu()` callbacks are lazy; they ride on any
-    /// grace period that others start and only request one themselves after
-    /// this long (`jiffies_lazy_flush`, default 10 s, kernel/rcu/tree_nocb.h).
+    /// Expedited grace period: the requester's setup (the exp kworker's
+    /// wakeup, the rcu_node walk of `sync_rcu_exp_select_cpus()`) and the
+    /// wakeup of the waiter, ns: 5 us. Estimate: the order of a kworker
+    /// wakeup plus a tree walk on a small machine; not measured here.
+    pub exp_setup_ns: Time,
+    /// Expedited grace period: one IPI to a non-idle CPU and its
+    /// `rcu_exp_handler()` report, ns: 2 us each, sent one after another.
+    /// Estimate: an x86 IPI round trip is ~1-2 us on bare metal (several us
+    /// when each IPI is a VM exit); not measured here.
+    pub exp_ipi_ns: Time,
+    /// CONFIG_RCU_LAZY (on CPUs whose callbacks are offloaded):
+    /// `call_rcu()` callbacks are lazy; they ride on any grace period that
+    /// others start and only request one themselves after this long
+    /// (`jiffies_lazy_flush`, default 10 s, kernel/rcu/tree_nocb.h).
     /// None: every call_rcu requests a grace period at once.
-    /// Source: CHOSEN FROM A PUBLISHED FIGURE: in E3 a sync `umount` (24.55 ms)
-    /// costs the same as a sync `umount -l` (25.55 ms) though each run's
-    /// cleanup queued a call_rcu (delayed_free_vfsmnt) a few ms before the
-    /// next run's synchronize_rcu; with eager callbacks that synchronize would
-    /// wait out the callbacks' grace period too (about 2x). Lazy callbacks are
-    /// the kernel mechanism that gives the published behaviour.
+    /// `synchronize_rcu()` is never lazy. Default on: in E3 a sync `umount`
+    /// (24.55 ms) costs the same as a sync `umount -l` (25.55 ms) though each
+    /// run's cleanup queued a call_rcu (delayed_free_vfsmnt) a few ms before
+    /// the next run's synchronize_rcu; with eager callbacks that synchronize
+    /// would often wait out the callbacks' grace period too. Set with
+    /// `[machine] rcu_lazy`.
     pub lazy_flush_ns: Option<Time>,
 }
 
 impl RcuParams {
-    /// Normal grace period of a non-RT, HZ=1000, 2-CPU machine: uniform 3..8 ms.
-    /// Source: docs/kernel-mechanics.md §3.4 ("milliseconds to tens of ms, growing
-    /// with CPU count and load"); the lower bound is the first force-quiescent-
-    /// state scan, `jiffies_till_first_fqs` = RCU_JIFFIES_TILL_FORCE_QS (3 jiffies
-    /// at HZ > 500, kernel/rcu/tree.h) + nr_cpu_ids / RCU_JIFFIES_FQS_DIV (256) =
-    /// 3 ms, which is when idle CPUs' quiescent states are noticed; the upper
-    /// bound allows a few more jiffies for busy CPUs' ticks and kthread wakeups.
-    pub const GP_NORMAL_DEFAULT: GpDuration = GpDuration::Uniform {
-        min: 3 * MSEC,
-        max: 8 * MSEC,
-    };
-
-    /// Expedited grace period on a small non-RT machine: uniform 10..80 us.
-    /// Source: docs/kernel-mechanics.md §3.4 ("IPI-driven, microseconds to well
-    /// under a millisecond on small machines").
-    pub const GP_EXPEDITED_DEFAULT: GpDuration = GpDuration::Uniform {
-        min: 10 * USEC,
-        max: 80 * USEC,
-    };
-
-    /// Normal grace period of a PREEMPT_RT kernel (the E3 machine: 6.15-rc1
-    /// PREEMPT_RT with `rcu_normal_after_boot=1`): log-normal, median 21 ms,
-    /// sigma 0.05.
-    ///
-    /// Source: CHOSEN FROM A PUBLISHED FIGURE, no independent measurement.
-    /// docs/experiments.md E3 gives 24.55 ms +- 4.4% for a whole `umount`
-    /// command on that machine and 3.19 ms +- 5.0% for a deferred `umount -l`
-    /// (which waits for no grace period). The sync umount waits for exactly
-    /// one expedited-made-normal grace period; the rest (process start,
-    /// syscall, tmpfs shutdown) is about the 3.2 ms of the deferred case, so
-    /// one normal grace period is ~21 ms. The spread: 4.4% of 24.55 ms is
-    /// ~1.1 ms, nearly all of it from the grace period, i.e. ~5% of 21 ms.
-    /// Plausible mechanism: on PREEMPT_RT, readers are preemptible and
-    /// callbacks are offloaded, so a grace period typically spans a few
-    /// force-quiescent-state scans and rcuc/rcuog wakeups. The non-RT machine
-    /// keeps [`Self::GP_NORMAL_DEFAULT`].
-    pub const GP_NORMAL_RT: GpDuration = GpDuration::LogNormal {
-        median: 21 * MSEC,
-        sigma: 0.05,
-    };
-
-    /// Defaults for a non-RT or PREEMPT_RT kernel (`rcu_normal_after_boot`
-    /// follows `preempt_rt`, as in kernel/rcu/update.c; the normal grace
-    /// period is [`Self::GP_NORMAL_RT`] on PREEMPT_RT).
+    /// Defaults for a non-RT or PREEMPT_RT kernel with 1 CPU at HZ=1000
+    /// (`rcu_normal_after_boot` follows `preempt_rt`, as in
+    /// kernel/rcu/update.c). Use [`Self::for_machine`] for a real machine.
     pub fn for_kernel(preempt_rt: bool) -> Self {
+        Self::for_machine(1, 1000, preempt_rt)
+    }
+
+    /// Defaults for `nr_cpus` CPUs at `hz`.
+    pub fn for_machine(nr_cpus: usize, hz: u64, preempt_rt: bool) -> Self {
         RcuParams {
-            gp_normal: if preempt_rt {
-                Self::GP_NORMAL_RT
-            } else {
-                Self::GP_NORMAL_DEFAULT
-            },
-            gp_expedited: Self::GP_EXPEDITED_DEFAULT,
+            gp_normal: GpDuration::FromMachine,
+            gp_expedited: GpDuration::FromMachine,
+            hz: hz.max(1),
+            nr_cpus: nr_cpus.max(1),
             preempt_rt,
+            preempt_rcu: true,
             rcu_normal_after_boot: preempt_rt,
             callback_cost_ns: 0,
+            exp_setup_ns: 5 * USEC,
+            exp_ipi_ns: 2 * USEC,
             lazy_flush_ns: Some(Self::LAZY_FLUSH_NS),
         }
     }
 
     /// `jiffies_lazy_flush`: 10 s (kernel/rcu/tree_nocb.h, LAZY_FLUSH_JIFFIES).
     pub const LAZY_FLUSH_NS: Time = 10_000 * MSEC;
+
+    /// One jiffy, ns.
+    pub fn jiffy_ns(&self) -> Time {
+        1_000_000_000 / self.hz.max(1)
+    }
+
+    /// `jiffies_till_first_fqs` as `rcu_init_geometry()` sets it:
+    /// `RCU_JIFFIES_TILL_FORCE_QS + nr_cpu_ids / RCU_JIFFIES_FQS_DIV`, jiffies.
+    pub fn jiffies_till_first_fqs(&self) -> u64 {
+        rcu_jiffies_till_force_qs(self.hz) + self.nr_cpus as u64 / RCU_JIFFIES_FQS_DIV
+    }
+
+    /// `jiffies_till_next_fqs`: the same default as the first, jiffies.
+    pub fn jiffies_till_next_fqs(&self) -> u64 {
+        self.jiffies_till_first_fqs()
+    }
+
+    /// `jiffies_to_sched_qs` as `adjust_jiffies_till_sched_qs()` sets it:
+    /// `first + 2 * next`, at least `HZ / 10 + nr_cpu_ids / 256`, jiffies.
+    pub fn jiffies_to_sched_qs(&self) -> u64 {
+        let j = self.jiffies_till_first_fqs() + 2 * self.jiffies_till_next_fqs();
+        j.max(self.hz / 10 + self.nr_cpus as u64 / RCU_JIFFIES_FQS_DIV)
+    }
 
     /// Checks every distribution.
     pub fn validate(&self) -> Result<(), RcuParamError> {
@@ -341,6 +398,12 @@ struct GpMachine {
     rng: RefCell<SimRng>,
     /// `synchronize_rcu*()` callers sleep here.
     wq: WaitQueue,
+    /// Per CPU, for the running mechanism-driven grace period: the context
+    /// switch count when it started, and whether the CPU has reported its
+    /// quiescent state (`rcu_data.cpu_no_qs` cleared, `->qsmask` bit gone).
+    qs: RefCell<Vec<(u64, bool)>>,
+    /// Next force-quiescent-state scan of the running grace period.
+    next_fqs: Cell<Time>,
 }
 
 impl GpMachine {
@@ -352,6 +415,8 @@ impl GpMachine {
             start_pending: Cell::new(false),
             rng: RefCell::new(sim.rng(rng_stream)),
             wq: WaitQueue::with_label(label),
+            qs: RefCell::new(Vec::new()),
+            next_fqs: Cell::new(0),
         }
     }
 }
@@ -364,6 +429,9 @@ struct Callback {
 struct RcuInner {
     sim: Sim,
     params: RcuParams,
+    /// The scheduler whose CPUs must pass quiescent states (None: every CPU
+    /// is taken as idle).
+    sched: Option<Sched>,
     normal: GpMachine,
     exp: GpMachine,
     /// Ids of readers inside a read-side critical section.
@@ -389,10 +457,21 @@ impl Rcu {
     /// RCU for `sim`. Normal grace-period lengths come from the RNG substream
     /// `"rcu.gp"`, expedited ones from `"rcu.gp_exp"`.
     pub fn new(sim: &Sim, params: RcuParams) -> Result<Self, RcuParamError> {
+        Self::with_sched(sim, params, None)
+    }
+
+    /// RCU whose grace periods wait for the CPUs of `sched` (see
+    /// [`GpDuration::FromMachine`]).
+    pub fn with_sched(
+        sim: &Sim,
+        params: RcuParams,
+        sched: Option<Sched>,
+    ) -> Result<Self, RcuParamError> {
         params.validate()?;
         Ok(Rcu(Rc::new(RcuInner {
             sim: sim.clone(),
             params,
+            sched,
             normal: GpMachine::new(sim, "rcu.gp", "rcu:synchronize_rcu"),
             exp: GpMachine::new(sim, "rcu.gp_exp", "rcu:synchronize_rcu_expedited"),
             readers: RefCell::new(BTreeSet::new()),
@@ -632,15 +711,23 @@ impl RcuInner {
         }
     }
 
-    /// `rcu_gp_init()`.
+    /// `rcu_gp_init()`: a new grace period; its length comes from the
+    /// mechanism ([`GpDuration::FromMachine`]) or from the stub distribution.
     fn start_gp(self: &Rc<Self>, kind: GpKind) {
         let m = self.machine(kind);
         let now = self.sim.now();
-        let len = match kind {
+        let dist = match kind {
             GpKind::Normal => &self.params.gp_normal,
             GpKind::Expedited => &self.params.gp_expedited,
-        }
-        .sample(&mut m.rng.borrow_mut());
+        };
+        let mech = *dist == GpDuration::FromMachine;
+        let len = if !mech {
+            dist.sample(&mut m.rng.borrow_mut())
+        } else if kind == GpKind::Expedited {
+            self.exp_gp_len()
+        } else {
+            0 // ends when every CPU has reported
+        };
         m.seq.set(rcu_seq_start(m.seq.get()));
         m.cur.set(Some(CurGp {
             start: now,
@@ -649,6 +736,21 @@ impl RcuInner {
             elapsed: false,
         }));
         self.trace_gp(kind, "start");
+        if mech && kind == GpKind::Normal {
+            // rcu_gp_init() sets every CPU's bit in ->qsmask; the kthread then
+            // sleeps jiffies_till_first_fqs (a jiffies timeout: it expires at a
+            // tick boundary).
+            let view = self.cpu_view();
+            *m.qs.borrow_mut() = view.iter().map(|v| (v.nr_switches, false)).collect();
+            let j = self.params.jiffy_ns();
+            m.next_fqs
+                .set((now / j + self.params.jiffies_till_first_fqs()) * j);
+            let seq = m.seq.get();
+            let me = self.clone();
+            self.sim
+                .schedule_at(self.next_tick(now), move || me.gp_tick(seq));
+            return;
+        }
         let me = self.clone();
         self.sim.schedule_at(now.saturating_add(len), move || {
             let m = me.machine(kind);
@@ -658,6 +760,95 @@ impl RcuInner {
             }
             me.try_end(kind);
         });
+    }
+
+    /// The CPUs as RCU sees them now; with no scheduler, `nr_cpus` idle CPUs.
+    fn cpu_view(&self) -> Vec<CpuRcuView> {
+        match &self.sched {
+            Some(s) => s.cpu_rcu_view(),
+            None => vec![
+                CpuRcuView {
+                    idle: true,
+                    nr_switches: 0,
+                    preempt_disabled: false,
+                };
+                self.params.nr_cpus
+            ],
+        }
+    }
+
+    /// The first scheduling-clock tick strictly after `t` (every CPU's tick
+    /// is on the same jiffy boundaries: `skew_tick=0`).
+    fn next_tick(&self, t: Time) -> Time {
+        let j = self.params.jiffy_ns();
+        (t / j + 1) * j
+    }
+
+    /// Length of an expedited grace period that starts now
+    /// (`synchronize_rcu_expedited()` -> `sync_rcu_exp_select_cpus()`): the
+    /// setup, then one IPI per non-idle CPU (idle CPUs are skipped: they are
+    /// in an extended quiescent state). A CPU running with preemption
+    /// disabled answers only when that section ends; it is counted as one
+    /// more IPI here.
+    fn exp_gp_len(&self) -> Time {
+        let busy = self.cpu_view().iter().filter(|v| !v.idle).count() as Time;
+        self.params.exp_setup_ns + busy * self.params.exp_ipi_ns
+    }
+
+    /// One scheduling-clock tick during a normal grace period
+    /// (`rcu_sched_clock_irq()` on every busy CPU, and the GP kthread's
+    /// `rcu_gp_fqs_loop()` when its timeout expires): CPUs that passed a
+    /// quiescent state report it; when none is left, the grace period's
+    /// CPU part is over (explicit readers may still hold it).
+    fn gp_tick(self: &Rc<Self>, seq: u64) {
+        let m = self.machine(GpKind::Normal);
+        let Some(mut c) = m.cur.get() else { return };
+        if m.seq.get() != seq || c.elapsed {
+            return;
+        }
+        let now = self.sim.now();
+        let p = &self.params;
+        let j = p.jiffy_ns();
+        let fqs = now >= m.next_fqs.get();
+        if fqs {
+            m.next_fqs.set(now + p.jiffies_till_next_fqs() * j);
+        }
+        let urgent = now >= c.start + p.jiffies_to_sched_qs() * j;
+        let view = self.cpu_view();
+        let mut left = 0;
+        for (q, v) in m.qs.borrow_mut().iter_mut().zip(&view) {
+            if q.1 {
+                continue;
+            }
+            let switched = v.nr_switches != q.0;
+            let report = if v.idle {
+                // Dyntick-idle: no tick; the FQS scan sees the EQS
+                // (rcu_watching_snap_save / rcu_implicit_dynticks_qs).
+                fqs
+            } else if switched {
+                true // rcu_note_context_switch(), reported at this tick
+            } else if v.preempt_disabled {
+                false // a tick inside a preempt-disabled section reports nothing
+            } else {
+                // CONFIG_PREEMPT_RCU: the tick outside a reader is a QS; else
+                // only rcu_urgent_qs (cond_resched -> rcu_all_qs) does it.
+                p.preempt_rcu || urgent
+            };
+            if report {
+                q.1 = true;
+            } else {
+                left += 1;
+            }
+        }
+        if left == 0 {
+            c.elapsed = true;
+            m.cur.set(Some(c));
+            self.try_end(GpKind::Normal);
+            return;
+        }
+        let me = self.clone();
+        self.sim
+            .schedule_at(self.next_tick(now), move || me.gp_tick(seq));
     }
 
     /// Ends the running grace period if its length has passed and no reader
@@ -702,12 +893,33 @@ impl RcuInner {
             }
         }
         self.trace_gp(kind, "end");
-        m.wq.wake_up_all();
+        let mech = kind == GpKind::Normal && self.params.gp_normal == GpDuration::FromMachine;
+        let tick = self.next_tick(now);
+        if mech && self.params.nr_cpus > WAKE_FROM_GP_CPU_THRESHOLD {
+            // wait_rcu_gp(call_rcu_hurry): the waiter's wakeme_after_rcu
+            // callback runs when its CPU notices the new gp_seq, at its next
+            // tick (rcu_core).
+            let me = self.clone();
+            self.sim.schedule_at(tick, move || {
+                me.machine(kind).wq.wake_up_all();
+            });
+        } else {
+            // rcu_normal_wake_from_gp (on by default up to 16 CPUs):
+            // rcu_gp_cleanup() wakes synchronize_rcu() callers itself.
+            m.wq.wake_up_all();
+        }
         if !rcu_seq_done(m.seq.get(), m.needed.get()) {
             self.start_gp(kind);
         }
         if kind == GpKind::Normal {
-            self.advance_cbs();
+            if mech {
+                // Callbacks advance when each CPU notices the grace period
+                // ended: at its next tick (note_gp_changes -> rcu_do_batch).
+                let me = self.clone();
+                self.sim.schedule_at(tick, move || me.advance_cbs());
+            } else {
+                self.advance_cbs();
+            }
         }
     }
 
@@ -845,17 +1057,104 @@ mod tests {
     }
 
     #[test]
-    fn samples_stay_in_range() {
-        let sim = Sim::new(3);
-        let mut rng = sim.rng("t");
-        for _ in 0..1000 {
-            let t = RcuParams::GP_NORMAL_DEFAULT.sample(&mut rng);
-            assert!((3 * MSEC..=8 * MSEC).contains(&t));
-        }
-        let ln = GpDuration::LogNormal {
-            median: MSEC,
-            sigma: 0.0,
+    fn fqs_geometry_matches_kernel_defaults() {
+        let p = RcuParams::for_machine(16, 1000, false);
+        assert_eq!(p.jiffies_till_first_fqs(), 3);
+        assert_eq!(p.jiffies_to_sched_qs(), 100); // HZ/10 bound
+        let p = RcuParams::for_machine(512, 100, false);
+        assert_eq!(p.jiffies_till_first_fqs(), 1 + 2);
+        assert_eq!(p.jiffies_to_sched_qs(), 10 + 2);
+        assert_eq!(rcu_jiffies_till_force_qs(250), 1);
+        assert_eq!(rcu_jiffies_till_force_qs(300), 2);
+    }
+
+    /// A machine with `cpus` CPUs; `busy` of them run one long non-switching
+    /// request each. Returns (time synchronize_rcu() called at `at` returned,
+    /// or of the expedited variant).
+    fn one_sync(hz: u64, cpus: usize, busy: usize, preempt_rcu: bool, exp: bool, at: Time) -> Time {
+        let sim = Sim::new(1);
+        let sched = Sched::new(
+            &sim,
+            crate::model::kernel::sched::SchedParams::for_cpus(cpus),
+        );
+        let p = RcuParams {
+            preempt_rcu,
+            ..RcuParams::for_machine(cpus, hz, false)
         };
-        assert_eq!(ln.sample(&mut rng), MSEC);
+        let rcu = Rcu::with_sched(&sim, p, Some(sched.clone())).unwrap();
+        for i in 0..busy {
+            let sc = sched.clone();
+            sched.spawn(
+                &format!("hog{i}"),
+                crate::model::kernel::sched::CgroupId::ROOT,
+                0,
+                async move { sc.cpu(10_000 * MSEC).await },
+            );
+        }
+        let done = Rc::new(Cell::new(0));
+        let (s, d) = (sim.clone(), done.clone());
+        sim.spawn("sync", async move {
+            s.sleep_until(at).await;
+            if exp {
+                rcu.synchronize_rcu_expedited().await;
+            } else {
+                rcu.synchronize_rcu().await;
+            }
+            d.set(s.now());
+        });
+        sim.run_until(20_000 * MSEC).unwrap();
+        done.get() - at
+    }
+
+    #[test]
+    fn grace_period_is_longer_at_hz_100() {
+        // Idle CPUs are seen at the first FQS scan: 3 jiffies at HZ=1000,
+        // 1 jiffy at HZ=100, from a tick boundary.
+        let fast = one_sync(1000, 4, 0, true, false, 500 * USEC);
+        let slow = one_sync(100, 4, 0, true, false, 500 * USEC);
+        assert_eq!(fast, 3 * MSEC - 500 * USEC);
+        assert_eq!(slow, 10 * MSEC - 500 * USEC);
+        assert!(slow > 3 * fast);
+    }
+
+    #[test]
+    fn busy_cpus_that_never_switch_hold_a_non_preemptible_grace_period() {
+        // Non-preemptible RCU: a CPU busy in the kernel passes a quiescent
+        // state only when rcu_urgent_qs makes it (jiffies_to_sched_qs = 100
+        // jiffies at HZ=1000).
+        let idle = one_sync(1000, 4, 0, false, false, 0);
+        let busy = one_sync(1000, 4, 4, false, false, 0);
+        assert_eq!(idle, 3 * MSEC);
+        assert_eq!(busy, 100 * MSEC);
+        // Preemptible RCU: each busy CPU's next tick reports.
+        let busy_prcu = one_sync(1000, 4, 4, true, false, 0);
+        assert_eq!(busy_prcu, MSEC);
+    }
+
+    #[test]
+    fn expedited_takes_microseconds() {
+        let idle = one_sync(1000, 16, 0, true, true, 0);
+        let busy = one_sync(1000, 16, 8, true, true, 0);
+        assert_eq!(idle, 5 * USEC);
+        assert_eq!(busy, 5 * USEC + 8 * 2 * USEC);
+    }
+
+    #[test]
+    fn synchronize_rcu_mid_grace_period_waits_for_the_next() {
+        let sim = Sim::new(1);
+        let rcu = Rcu::new(&sim, RcuParams::for_machine(4, 1000, false)).unwrap();
+        let ends = Rc::new(RefCell::new(Vec::new()));
+        for at in [0, MSEC] {
+            let (s, r, e) = (sim.clone(), rcu.clone(), ends.clone());
+            sim.spawn("sync", async move {
+                s.sleep_until(at).await;
+                r.synchronize_rcu().await;
+                e.borrow_mut().push(s.now());
+            });
+        }
+        sim.run_until(MSEC * 100).unwrap();
+        // First GP 0..3 ms; the second caller needs the next, 3..6 ms.
+        assert_eq!(*ends.borrow(), vec![3 * MSEC, 6 * MSEC]);
+        assert_eq!(rcu.stats().gps, 2);
     }
 }

@@ -146,6 +146,25 @@ struct Cpu {
     current: Option<TaskId>,
     timer: Option<TimerId>,
     busy_ns: Time,
+    /// Last task put on this CPU (None: idle), to count context switches.
+    prev: Option<TaskId>,
+    /// Context switches so far (a different task, or idle, took the CPU).
+    nr_switches: u64,
+}
+
+/// What RCU sees of one CPU (`rcu_data`'s view through the scheduler and
+/// context tracking): whether it is idle (in an extended quiescent state),
+/// how many context switches it made (each one is a quiescent state,
+/// `rcu_note_context_switch()`), and whether the task on it runs with
+/// preemption disabled (a tick there cannot report a quiescent state).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuRcuView {
+    /// No task on the CPU (the idle loop, dyntick-idle).
+    pub idle: bool,
+    /// Context switches so far.
+    pub nr_switches: u64,
+    /// The running task is inside a `cpu_nopreempt()` request.
+    pub preempt_disabled: bool,
 }
 
 struct Inner {
@@ -180,6 +199,8 @@ impl Sched {
                         current: None,
                         timer: None,
                         busy_ns: 0,
+                        prev: None,
+                        nr_switches: 0,
                     })
                     .collect(),
             ),
@@ -445,6 +466,24 @@ impl Sched {
             .collect()
     }
 
+    /// RCU's view of every CPU now ([`CpuRcuView`]).
+    pub fn cpu_rcu_view(&self) -> Vec<CpuRcuView> {
+        let tasks = self.0.tasks.borrow();
+        self.0
+            .cpus
+            .borrow()
+            .iter()
+            .map(|c| CpuRcuView {
+                idle: c.current.is_none(),
+                nr_switches: c.nr_switches,
+                preempt_disabled: c
+                    .current
+                    .and_then(|t| tasks.get(&t))
+                    .is_some_and(|e| !e.preemptible),
+            })
+            .collect()
+    }
+
     /// Number of tasks waiting for a CPU.
     pub fn nr_runnable(&self) -> usize {
         self.0.runnable.borrow().len()
@@ -636,6 +675,11 @@ impl Sched {
                 .copied()
         };
         let Some(key @ (_, _, id)) = pick else {
+            let mut cpus = self.0.cpus.borrow_mut();
+            if cpus[cpu].prev.take().is_some() {
+                cpus[cpu].nr_switches += 1; // switch to the idle task
+            }
+            drop(cpus);
             self.update_min_vruntime();
             return;
         };
@@ -662,6 +706,10 @@ impl Sched {
         let mut cpus = self.0.cpus.borrow_mut();
         cpus[cpu].current = Some(id);
         cpus[cpu].timer = Some(timer);
+        if cpus[cpu].prev != Some(id) {
+            cpus[cpu].prev = Some(id);
+            cpus[cpu].nr_switches += 1;
+        }
         drop(cpus);
         self.update_min_vruntime();
     }

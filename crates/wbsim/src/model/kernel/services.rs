@@ -57,7 +57,13 @@ impl Kernel {
             },
         );
         let locks = LockStats::new();
-        let rcu = Rcu::new(sim, p.rcu.clone()).map_err(|e| e.to_string())?;
+        let rcu_params = RcuParams {
+            hz: p.hz,
+            nr_cpus: p.cpus,
+            ..p.rcu.clone()
+        };
+        let rcu =
+            Rcu::with_sched(sim, rcu_params, Some(sched.clone())).map_err(|e| e.to_string())?;
         let system_wq = alloc_workqueue(&sched, "events", WqFlags::default(), 0);
         Ok(Kernel {
             sim: sim.clone(),

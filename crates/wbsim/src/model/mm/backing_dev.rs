@@ -9,12 +9,17 @@
 //! root wb whose flusher is a delayed work item on `bdi_wq`; the work function
 //! is the filesystem layer's `wb_workfn`, passed in at registration.
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::rc::{Rc, Weak};
 
+use crate::model::kernel::locking::RwSemaphore;
 use crate::model::kernel::workqueue::{
-    cancel_delayed_work, flush_delayed_work, mod_delayed_work, queue_delayed_work, DelayedWork,
+    cancel_delayed_work, flush_delayed_work, mod_delayed_work, queue_delayed_work, queue_work,
+    DelayedWork,
 };
+use crate::model::mm::memcontrol::{MemCgroup, ROOT_MEM_CGROUP_ID};
 use crate::model::mm::page_writeback::limits::BdiDirtyConfig;
 use crate::model::mm::state::Mm;
 use crate::model::mm::vmstat::PAGE_SIZE;
@@ -41,6 +46,7 @@ where
     let k = mm.kernel();
     let id = k.new_id();
     let n = nr_wb_ctx.max(1);
+    let workfn: WbWorkFn = Rc::new(move |wb| Box::pin(workfn(wb)));
     let mut wbs = Vec::with_capacity(n);
     for ctx in 0..n {
         let wname = if n == 1 {
@@ -48,18 +54,8 @@ where
         } else {
             format!("flush-{name}-{ctx}")
         };
-        let wb = Rc::new(Wb::new(k.new_id(), wname.clone(), ctx, k.now()));
-        let wwb: Weak<Wb> = Rc::downgrade(&wb);
-        let workfn = workfn.clone();
-        let dwork = DelayedWork::new(&wname, move || {
-            let (wwb, workfn) = (wwb.clone(), workfn.clone());
-            async move {
-                if let Some(wb) = wwb.upgrade() {
-                    workfn(wb).await;
-                }
-            }
-        });
-        let _ = wb.dwork.set(dwork);
+        let wb = new_wb(mm, &workfn, wname, ctx);
+        wb.bdi_id.set(id);
         wbs.push(wb);
     }
     let dirty_cfg = bdi_dirty_config(mm, &settings);
@@ -71,9 +67,31 @@ where
         wbs,
         dirty_cfg,
         tot_write_bandwidth: std::cell::Cell::new(0),
+        cgwb_tree: RefCell::new(BTreeMap::new()),
+        cgwb_list: RefCell::new(BTreeMap::new()),
+        wb_switch_rwsem: RwSemaphore::new(k.locks().class("wb_switch_rwsem"), k.sched()),
+        workfn,
     });
     mm.bdi_list_add(bdi.clone());
     bdi
+}
+
+/// `wb_init`: a wb whose flusher is a delayed work on `bdi_wq` running `workfn`.
+fn new_wb(mm: &Mm, workfn: &WbWorkFn, wname: String, ctx: usize) -> Rc<Wb> {
+    let k = mm.kernel();
+    let wb = Rc::new(Wb::new(k.new_id(), wname.clone(), ctx, k.now()));
+    let wwb: Weak<Wb> = Rc::downgrade(&wb);
+    let workfn = workfn.clone();
+    let dwork = DelayedWork::new(&wname, move || {
+        let (wwb, workfn) = (wwb.clone(), workfn.clone());
+        async move {
+            if let Some(wb) = wwb.upgrade() {
+                workfn(wb).await;
+            }
+        }
+    });
+    let _ = wb.dwork.set(dwork);
+    wb
 }
 
 /// The bdi's throttling configuration from its sysfs-like settings; `max_bytes`
@@ -170,5 +188,139 @@ pub fn bdi_drop(mm: &Mm, bdi: &Rc<Bdi>) {
         if let Some(dwork) = wb.dwork.get() {
             cancel_delayed_work(dwork);
         }
+    }
+}
+
+// ------------------------------------------------------------- cgroup wbs
+
+/// `wb_get_create`: the wb of `memcg` on writeback context `ctx` of `bdi`,
+/// created on first use (`cgwb_create`: a new wb with its own flusher,
+/// holding a css reference on the memcg, on the bdi's cgwb tree and the
+/// memcg's cgwb list). The root memcg's wb is the context's root wb. A
+/// memcg whose list is shut (offline) gets its nearest online ancestor's.
+pub fn wb_get_create(mm: &Mm, bdi: &Rc<Bdi>, ctx: usize, memcg: &Rc<MemCgroup>) -> Rc<Wb> {
+    let ctx = ctx.min(bdi.wbs.len() - 1);
+    let memcg = if memcg.online() {
+        memcg.clone()
+    } else {
+        mm.memcgs().nearest_online(memcg.id)
+    };
+    if memcg.id == ROOT_MEM_CGROUP_ID || !bdi.can_writeback {
+        return bdi.wbs[ctx].clone();
+    }
+    if let Some(wb) = bdi.cgwb_tree.borrow().get(&(ctx, memcg.id)) {
+        return wb.clone();
+    }
+    let root = &bdi.wbs[ctx];
+    let wb = new_wb(
+        mm,
+        &bdi.workfn,
+        format!("{}:memcg{}", root.name, memcg.id),
+        ctx,
+    );
+    wb.bdi_id.set(bdi.id);
+    wb.memcg_id.set(memcg.id);
+    if !memcg.cgwb_list_add(wb.clone()) {
+        return root.clone();
+    }
+    memcg.css_get();
+    bdi.cgwb_tree
+        .borrow_mut()
+        .insert((ctx, memcg.id), wb.clone());
+    bdi.cgwb_list.borrow_mut().insert(wb.id, wb.clone());
+    mm.kernel().sim().trace("cgwb_create", || {
+        format!("bdi {}: wb {} memcg {}", bdi.name, wb.name, memcg.id)
+    });
+    wb
+}
+
+/// `wb_get`: one more reference (an inode bound to it, a switch in flight).
+pub fn wb_get(wb: &Wb) {
+    wb.refcnt.set(wb.refcnt.get() + 1);
+}
+
+/// `wb_put`: drops a reference; a killed cgwb with none left and no inode
+/// on its lists is released (`cgwb_release`).
+pub fn wb_put(mm: &Mm, wb: &Rc<Wb>) {
+    wb.refcnt.set(wb.refcnt.get().saturating_sub(1));
+    if wb.killed.get() && wb.refcnt.get() == 0 {
+        cgwb_release(mm, wb);
+    }
+}
+
+/// `cgwb_release_workfn`: the last reference to a killed cgwb is gone: its
+/// flusher stops, it leaves the bdi's wb list and `offline_cgwbs`, and its
+/// css reference on the memcg is dropped (freeing an offline memcg).
+fn cgwb_release(mm: &Mm, wb: &Rc<Wb>) {
+    {
+        let l = wb.lists.borrow();
+        if l.has_dirty_io() || !l.b_attached.is_empty() || !l.b_dirty_time.is_empty() {
+            return;
+        }
+    }
+    wb.registered.set(false);
+    if let Some(dw) = wb.dwork.get() {
+        cancel_delayed_work(dw);
+    }
+    if let Some(bdi) = mm.bdis().iter().find(|b| b.id == wb.bdi_id.get()) {
+        bdi.cgwb_list.borrow_mut().remove(&wb.id);
+    }
+    mm.offline_cgwbs_del(wb);
+    let id = wb.memcg_id.get();
+    if let Some(memcg) = mm.memcgs().get(id) {
+        memcg.cgwb_list_del(wb);
+        memcg.css_put();
+        mm.memcgs().release_if_unused(id);
+    }
+}
+
+/// `cgwb_kill`: off the bdi's cgwb tree (no new inode binds to it), onto
+/// `offline_cgwbs` for the cleanup work.
+fn cgwb_kill(mm: &Mm, wb: &Rc<Wb>) {
+    if wb.killed.replace(true) {
+        return;
+    }
+    if let Some(bdi) = mm.bdis().iter().find(|b| b.id == wb.bdi_id.get()) {
+        bdi.cgwb_tree
+            .borrow_mut()
+            .remove(&(wb.ctx, wb.memcg_id.get()));
+    }
+    mm.offline_cgwbs_add(wb.clone());
+}
+
+/// `wb_memcg_offline` (from `mem_cgroup_css_offline`): kills every cgwb of
+/// the memcg, shuts its cgwb list, and queues `cleanup_offline_cgwbs_work`
+/// (on `system_wq` here; the kernel uses `system_unbound_wq`).
+pub fn wb_memcg_offline(mm: &Mm, memcg: &Rc<MemCgroup>) {
+    for wb in memcg.cgwb_list_close() {
+        // Back on the list until released, so the release can find it.
+        cgwb_kill(mm, &wb);
+        if wb.refcnt.get() == 0 {
+            cgwb_release(mm, &wb);
+        }
+    }
+    if let Some(w) = mm.cgwb_cleanup_work() {
+        queue_work(mm.kernel().system_wq(), w);
+    }
+}
+
+/// `cleanup_offline_cgwbs_workfn`: for every killed cgwb with no dirty I/O,
+/// `cleanup` (fs/'s `cleanup_offline_cgwb`) switches its attached inodes to
+/// the nearest live ancestor's wb a batch at a time until it says none are
+/// left; cgwbs still dirty stay on the list for the next offline.
+pub async fn cleanup_offline_cgwbs_workfn<F, Fut>(mm: &Mm, cleanup: F)
+where
+    F: Fn(Rc<Wb>) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for wb in mm.offline_cgwbs() {
+        if wb.has_dirty_io() || !wb.killed.get() {
+            continue;
+        }
+        wb_get(&wb); // wb_tryget
+        while cleanup(wb.clone()).await {
+            // cond_resched()
+        }
+        wb_put(mm, &wb);
     }
 }

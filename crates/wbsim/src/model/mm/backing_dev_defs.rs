@@ -25,6 +25,7 @@ use std::rc::Rc;
 
 use sim::Time;
 
+use crate::model::kernel::locking::RwSemaphore;
 use crate::model::kernel::wait::WaitQueue;
 use crate::model::kernel::workqueue::DelayedWork;
 use crate::model::mm::page_writeback::bandwidth::WbBandwidth;
@@ -37,6 +38,8 @@ pub enum IoList {
     Io,
     MoreIo,
     DirtyTime,
+    /// `b_attached`: clean inodes bound to a cgroup wb.
+    Attached,
 }
 
 /// An inode on a wb list: the model of the `i_io_list` list_head embedded in
@@ -97,6 +100,8 @@ pub struct WbLists {
     pub b_io: InodeList,
     pub b_more_io: InodeList,
     pub b_dirty_time: InodeList,
+    /// `b_attached` (cgroup wbs only).
+    pub b_attached: InodeList,
 }
 
 impl WbLists {
@@ -106,6 +111,7 @@ impl WbLists {
             IoList::Io => &mut self.b_io,
             IoList::MoreIo => &mut self.b_more_io,
             IoList::DirtyTime => &mut self.b_dirty_time,
+            IoList::Attached => &mut self.b_attached,
         }
     }
     pub fn get(&self, l: IoList) -> &InodeList {
@@ -114,6 +120,7 @@ impl WbLists {
             IoList::Io => &self.b_io,
             IoList::MoreIo => &self.b_more_io,
             IoList::DirtyTime => &self.b_dirty_time,
+            IoList::Attached => &self.b_attached,
         }
     }
     /// `wb_has_dirty_io`: any inode on b_dirty, b_io or b_more_io.
@@ -266,6 +273,22 @@ pub struct Wb {
     /// DONTCACHE_DIRTY counter) and the start bit.
     pub dontcache_dirty: Cell<u64>,
     pub start_dontcache: Cell<bool>,
+    // --- cgroup writeback ---
+    /// Id of the bdi this wb belongs to.
+    pub bdi_id: Cell<u64>,
+    /// `wb->memcg_css`'s memcg id; 0 for a bdi's root wb.
+    pub memcg_id: Cell<u64>,
+    /// The cgwb was killed (`cgwb_kill`: off the bdi's cgwb tree, on
+    /// `offline_cgwbs`).
+    pub killed: Cell<bool>,
+    /// References from inodes bound to it (`inode->i_wb`'s wb_get) and from
+    /// switches in flight.
+    pub refcnt: Cell<u64>,
+    /// `wb->switch_wbs_ctxs`: switch contexts targeting this wb (6.18's
+    /// lock-free list), as opaque entries fs/ owns.
+    pub switch_ctxs: RefCell<Vec<Rc<dyn Any>>>,
+    /// `wb->switch_work` on `isw_wq` (created by fs/ on first use).
+    pub switch_work: OnceCell<crate::model::kernel::workqueue::Work>,
 }
 
 impl Wb {
@@ -289,7 +312,18 @@ impl Wb {
             dirty_exceeded: Cell::new(false),
             dontcache_dirty: Cell::new(0),
             start_dontcache: Cell::new(false),
+            bdi_id: Cell::new(0),
+            memcg_id: Cell::new(0),
+            killed: Cell::new(false),
+            refcnt: Cell::new(0),
+            switch_ctxs: RefCell::new(Vec::new()),
+            switch_work: OnceCell::new(),
         }
+    }
+
+    /// Whether this is a cgroup wb (not a bdi's root wb).
+    pub fn is_cgwb(&self) -> bool {
+        self.memcg_id.get() != 0
     }
 
     /// `wb_has_dirty_io`.
@@ -325,12 +359,40 @@ pub struct Bdi {
     pub dirty_cfg: BdiDirtyConfig,
     /// `bdi->tot_write_bandwidth`: sum of its dirty wbs' write bandwidth, pages/s.
     pub tot_write_bandwidth: Cell<u64>,
+    /// `cgwb_tree` of each writeback context: live cgroup wbs by
+    /// (context, memcg id).
+    pub cgwb_tree: RefCell<BTreeMap<(usize, u64), Rc<Wb>>>,
+    /// Every cgroup wb not yet released, live or killed, by wb id (the
+    /// cgwb part of `bdi->wb_list`).
+    pub cgwb_list: RefCell<BTreeMap<u64, Rc<Wb>>>,
+    /// `wb_switch_rwsem`: inode switches hold it for read, sync_inodes_sb
+    /// for write.
+    pub wb_switch_rwsem: RwSemaphore,
+    /// The flusher function new wbs get (the filesystem layer's `wb_workfn`).
+    pub workfn: WbWorkFn,
 }
+
+/// The flusher function of a bdi's wbs, boxed so cgroup wbs created later
+/// get the same one.
+pub type WbWorkFn = Rc<dyn Fn(Rc<Wb>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>>;
 
 impl Bdi {
     /// Number of writeback contexts.
     pub fn nr_wb_ctx(&self) -> usize {
         self.wbs.len()
+    }
+
+    /// `bdi->wb_list`: the root wbs, then every cgroup wb not yet released,
+    /// in creation order.
+    pub fn wb_list(&self) -> Vec<Rc<Wb>> {
+        let mut v = self.wbs.clone();
+        v.extend(self.cgwb_list.borrow().values().cloned());
+        v
+    }
+
+    /// Whether `wb` belongs to this bdi.
+    pub fn owns(&self, wb: &Wb) -> bool {
+        self.wbs.iter().any(|w| w.id == wb.id) || self.cgwb_list.borrow().contains_key(&wb.id)
     }
 }
 

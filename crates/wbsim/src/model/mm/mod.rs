@@ -2,13 +2,14 @@
 //! (page_writeback: the limits, bandwidth and pause calculators and
 //! `balance_dirty_pages` itself), backing devices and their writeback
 //! contexts (backing_dev), the machine's page counters (vmstat), the page
-//! allocator's watermarks and slow path (page_alloc) and reclaim: kswapd,
-//! direct reclaim and the reclaim throttles (vmscan). Memory cgroups are not
-//! modelled yet.
+//! allocator's watermarks and slow path (page_alloc), reclaim: kswapd,
+//! direct reclaim and the reclaim throttles (vmscan), and memory cgroups
+//! (memcontrol).
 
 pub mod backing_dev;
 pub mod backing_dev_defs;
 pub mod filemap;
+pub mod memcontrol;
 pub mod mmzone;
 pub mod page_alloc;
 pub mod page_writeback;

@@ -4,16 +4,17 @@
 //! list and the "writeback" workqueue (`bdi_wq`). Fields are private; mm code
 //! changes them through methods, everything above reads them.
 //!
-//! Left out: memory cgroups (their wb_domains will live here) and per-node
-//! state.
+//! The memcg hierarchy and the killed cgroup wbs (`offline_cgwbs`) live here
+//! too. Left out: per-node state.
 
-use std::cell::{Cell, Ref, RefCell, RefMut};
+use std::cell::{Cell, OnceCell, Ref, RefCell, RefMut};
 use std::rc::Rc;
 
 use sim::Time;
 
-use super::backing_dev_defs::Bdi;
+use super::backing_dev_defs::{Bdi, Wb};
 use super::filemap::Delta;
+use super::memcontrol::MemcgTable;
 use super::mmzone::Pgdat;
 use super::page_writeback::limits::{
     domain_dirty_limits, global_dirtyable_memory, writeback_set_ratelimit, DirtyThresholds, Hz,
@@ -21,7 +22,7 @@ use super::page_writeback::limits::{
 };
 use super::page_writeback::pause::CpuDirtyRatelimit;
 use super::vmstat::VmStat;
-use crate::model::kernel::workqueue::{alloc_workqueue, Workqueue, WqFlags};
+use crate::model::kernel::workqueue::{alloc_workqueue, Work, Workqueue, WqFlags};
 use crate::model::kernel::Kernel;
 
 /// What memory management is built from.
@@ -62,6 +63,14 @@ pub struct Mm {
     // --- reclaim (helper mmtails) ---
     /// The node's reclaim state: watermarks, kswapd, reclaim throttling.
     pgdat: Pgdat,
+    // --- cgroup writeback (memcontrol.rs, backing_dev.rs' cgwb part) ---
+    /// The memcg hierarchy.
+    memcgs: MemcgTable,
+    /// `offline_cgwbs`: killed cgwbs waiting for their inodes to be switched.
+    offline_cgwbs: RefCell<Vec<Rc<Wb>>>,
+    /// `cleanup_offline_cgwbs_work`, set by the filesystem layer at boot (its
+    /// body calls fs/'s `cleanup_offline_cgwb`).
+    cgwb_cleanup_work: OnceCell<Work>,
 }
 
 impl Mm {
@@ -102,6 +111,9 @@ impl Mm {
                 p.dirty.min_free_kbytes,
                 p.dirty.watermark_scale_factor,
             ),
+            memcgs: MemcgTable::new(),
+            offline_cgwbs: RefCell::new(Vec::new()),
+            cgwb_cleanup_work: OnceCell::new(),
         })
     }
 
@@ -228,5 +240,37 @@ impl Mm {
     /// Takes a bdi off `bdi_list`.
     pub(crate) fn bdi_list_del(&self, bdi: &Rc<Bdi>) {
         self.bdis.borrow_mut().retain(|b| !Rc::ptr_eq(b, bdi));
+    }
+
+    // --- cgroup writeback ---
+
+    /// The memcg hierarchy.
+    pub fn memcgs(&self) -> &MemcgTable {
+        &self.memcgs
+    }
+
+    /// `offline_cgwbs` (a copy).
+    pub fn offline_cgwbs(&self) -> Vec<Rc<Wb>> {
+        self.offline_cgwbs.borrow().clone()
+    }
+
+    /// Adds a killed cgwb to `offline_cgwbs`.
+    pub(crate) fn offline_cgwbs_add(&self, wb: Rc<Wb>) {
+        self.offline_cgwbs.borrow_mut().push(wb);
+    }
+
+    /// Takes a released cgwb off `offline_cgwbs`.
+    pub(crate) fn offline_cgwbs_del(&self, wb: &Wb) {
+        self.offline_cgwbs.borrow_mut().retain(|w| w.id != wb.id);
+    }
+
+    /// Installs `cleanup_offline_cgwbs_work` (once, at boot).
+    pub fn set_cgwb_cleanup_work(&self, work: Work) {
+        let _ = self.cgwb_cleanup_work.set(work);
+    }
+
+    /// `cleanup_offline_cgwbs_work`, if installed.
+    pub fn cgwb_cleanup_work(&self) -> Option<&Work> {
+        self.cgwb_cleanup_work.get()
     }
 }

@@ -40,10 +40,7 @@ pub struct TaskDirty {
 
 /// The bdi a wb belongs to.
 pub fn wb_bdi(mm: &Mm, wb: &Wb) -> Option<Rc<Bdi>> {
-    mm.bdis()
-        .iter()
-        .find(|b| b.wbs.iter().any(|w| w.id == wb.id))
-        .cloned()
+    mm.bdis().iter().find(|b| b.owns(wb)).cloned()
 }
 
 fn bdi_min_ratio_sum(mm: &Mm) -> u64 {
