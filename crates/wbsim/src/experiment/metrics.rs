@@ -721,7 +721,10 @@ mod tests {
         m.record("lat", "ns", 10_000);
         let s = hist(m.summary("lat"));
         assert_eq!(s.max, 12_345.0);
-        assert!(s.p50 <= s.p99 && s.p99 <= s.p999 && s.p999 <= s.max, "{s:?}");
+        assert!(
+            s.p50 <= s.p99 && s.p99 <= s.p999 && s.p999 <= s.max,
+            "{s:?}"
+        );
         assert_eq!(s.p50, 12_345.0);
         assert!(s.min <= s.p50);
         // The fio-shaped list too, against the histogram's own extremes.

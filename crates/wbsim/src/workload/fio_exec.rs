@@ -53,7 +53,7 @@ use super::world::{hist_record, JobStats, World};
 use crate::model::errno::IoError;
 use crate::model::fs::read_write::{vfs_fallocate, vfs_read, vfs_write, File, IoFlags};
 use crate::model::fs::sync::vfs_fsync;
-use crate::model::io_uring::rw::IoRing;
+use crate::model::io_uring::rw::{IoRing, Issue};
 use crate::model::kernel::sched::CgroupId;
 use crate::model::kernel::wait::WaitQueue;
 use crate::model::machine::Machine;
@@ -561,6 +561,7 @@ async fn run_io_uring(
     let depth = job.iodepth.max(1);
     let cg = m.sched().current_cgroup();
     let ring = IoRing::setup(m, cg, &format!("{}.{jobnum}", job.name), depth);
+    let workers_gauge = format!("fio.{}.iowq_workers", job.name);
     let mut task = TaskDirty::default();
     let fl = IoFlags {
         direct: job.direct,
@@ -598,8 +599,17 @@ async fn run_io_uring(
             let tag = next_tag;
             next_tag += 1;
             if io.write {
-                ring.submit_write(&mut task, &f, io.pos, io.len, fl, tag)
-                    .await;
+                // How the kernel took it: `fio.JOB.uring_inline` (done by
+                // the nonblocking attempt) or `fio.JOB.uring_punted` (to
+                // io-wq after -EAGAIN); O_DIRECT counts neither.
+                match ring
+                    .submit_write(&mut task, &f, io.pos, io.len, fl, tag)
+                    .await
+                {
+                    Issue::Inline => w.count(&format!("fio.{}.uring_inline", job.name), 1),
+                    Issue::Punted => w.count(&format!("fio.{}.uring_punted", job.name), 1),
+                    Issue::Async => {}
+                }
             } else {
                 // Reads: inline, blocking (see the module doc).
                 let res = vfs_read(m, &f, io.pos, io.len, fl).await;
@@ -615,6 +625,11 @@ async fn run_io_uring(
             more = false;
         }
         if inflight.is_empty() {
+            // io-wq threads the ring created (`iou-wrk-*`).
+            let n = u64::from(ring.io_wq().nr_workers());
+            if n > 0 {
+                w.count(&workers_gauge, n);
+            }
             return;
         }
         let min = batch_min.min(inflight.len());
