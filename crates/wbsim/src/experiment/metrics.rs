@@ -31,6 +31,8 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::workload::fio::output::FIO_DEFAULT_PERCENTILES;
+
 /// Most points a series keeps for plots.
 pub const MAX_SERIES_POINTS: usize = 2000;
 
@@ -53,6 +55,28 @@ const UNITS: &[(&str, &str, f64)] = &[
     ("MB/s", "rate", 1e6),
     ("GB/s", "rate", 1e9),
 ];
+
+/// Quantile `q` (0..=1) of `h`, clamped to the exact recorded extremes
+/// `[min, max]`. An HDR bucket reports its highest equivalent value, which
+/// can lie above the largest value recorded (12345 ns sits in an 8 ns wide
+/// bucket and reads back as 12351), so without the clamp a p50 or p99.9
+/// could exceed the max. Quantiles are non-decreasing in `q`, so the clamped
+/// ones keep p50 <= p99 <= p99.9 <= max.
+pub fn quantile_within(h: &Histogram<u64>, q: f64, min: u64, max: u64) -> u64 {
+    if h.is_empty() {
+        return 0;
+    }
+    h.value_at_quantile(q).clamp(min.min(max), max)
+}
+
+/// fio's percentiles (`FIO_DEFAULT_PERCENTILES`, in percent) of a latency
+/// histogram in ns, clamped to its recorded extremes (`h.min()`/`h.max()`).
+pub fn fio_percentiles(h: &Histogram<u64>) -> Vec<(f64, u64)> {
+    FIO_DEFAULT_PERCENTILES
+        .iter()
+        .map(|&p| (p, quantile_within(h, p / 100.0, h.min(), h.max())))
+        .collect()
+}
 
 /// The factor that turns a value in `from` into `to`, if both are known
 /// units of the same dimension (or the same unit).
@@ -167,7 +191,7 @@ impl Hist {
             if self.count == 0 {
                 f64::NAN
             } else {
-                factor(self.h.value_at_quantile(p) as f64)
+                factor(quantile_within(&self.h, p, self.min, self.max) as f64)
             }
         };
         let n = self.count;
@@ -684,6 +708,34 @@ mod tests {
             Some(MetricSummary::Hist(h)) => h,
             other => panic!("not a histogram: {other:?}"),
         }
+    }
+
+    #[test]
+    fn percentiles_never_exceed_the_recorded_max() {
+        // 12345 ns is in an 8 ns bucket whose highest equivalent is 12351:
+        // unclamped, p50 and p99.9 read above the max.
+        let mut m = Metrics::new();
+        for _ in 0..1000 {
+            m.record("lat", "ns", 12_345);
+        }
+        m.record("lat", "ns", 10_000);
+        let s = hist(m.summary("lat"));
+        assert_eq!(s.max, 12_345.0);
+        assert!(
+            s.p50 <= s.p99 && s.p99 <= s.p999 && s.p999 <= s.max,
+            "{s:?}"
+        );
+        assert_eq!(s.p50, 12_345.0);
+        assert!(s.min <= s.p50);
+        // The fio-shaped list too, against the histogram's own extremes.
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for v in [12_345u64, 12_345, 99_999] {
+            h.record(v).unwrap();
+        }
+        let ps = fio_percentiles(&h);
+        assert_eq!(ps.len(), 17);
+        assert!(ps.windows(2).all(|w| w[0].1 <= w[1].1));
+        assert!(ps.iter().all(|&(_, v)| v <= h.max() && v >= h.min()));
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod block;
 pub mod errno;
 pub mod fs;
 pub mod init;
+pub mod io_uring;
 pub mod kernel;
 pub mod machine;
 pub mod mm;

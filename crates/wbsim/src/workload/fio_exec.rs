@@ -14,17 +14,33 @@
 //! `runtime` (`time_based` keeps looping until then), or when the run ends.
 //! `fsync=N` calls fsync(2) after every N writes, `end_fsync`/`fsync_on_close`
 //! once per file at the end. `rate` paces issue; `ramp_time` delays
-//! statistics. Buffered io_uring writes are first tried with `IOCB_NOWAIT`
-//! (balance_dirty_pages' `BDP_ASYNC` returns `-EAGAIN` instead of sleeping);
-//! an `-EAGAIN` is retried in blocking mode, as io_uring punts it to an io-wq
-//! worker.
+//! statistics.
+//!
+//! The io_uring engine (fio's `engines/io_uring.c` driven by `do_io`) runs
+//! one submitting task per clone with a ring of `iodepth` entries
+//! ([`crate::model::io_uring::rw::IoRing`]): it prepares an io_u, submits it
+//! (`iodepth_batch_submit`, default 1: one `io_uring_enter` per io_u), and
+//! only when `iodepth` are in flight (or nothing is left to issue) reaps:
+//! waits for at least `iodepth_batch_complete_min` (default 1) completions
+//! and takes up to `iodepth_batch_complete_max` (default `iodepth`). The
+//! kernel issues each buffered write inline with `IOCB_NOWAIT` inside the
+//! submit call; an `-EAGAIN` punts it to io-wq (hashed by inode, so punted
+//! writes to one file run one at a time). fio's latencies: slat = prepared
+//! to the submit call returning (includes an inline write), clat = submit
+//! returned to the completion reaped (includes the io-wq queue and the wait
+//! in the CQ ring until fio reaps), lat = slat + clat. The sync engines
+//! record clat only (fio reports slat for async engines only) and lat = clat.
+//! libaio keeps the old model (one lane per `iodepth` slot, each a task
+//! doing blocking I/O).
 //!
 //! Write jobs lay their files out first as fio does: `fallocate=native` (the
 //! default) preallocates unwritten blocks, `overwrite=1` writes them out.
 //!
 //! Simplified: files to be read are treated as already laid out on disk (fio
-//! would write them first); no `fadvise`/`invalidate` before a job; io-wq
-//! punting costs no extra CPU.
+//! would write them first); no `fadvise`/`invalidate` before a job; io_uring
+//! reads are issued inline in blocking mode; fio's own per-io_u CPU is not
+//! charged; `fsync=N` with io_uring is a blocking fsync(2) after the reap
+//! that crosses N writes.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -37,6 +53,7 @@ use super::world::{hist_record, JobStats, World};
 use crate::model::errno::IoError;
 use crate::model::fs::read_write::{vfs_fallocate, vfs_read, vfs_write, File, IoFlags};
 use crate::model::fs::sync::vfs_fsync;
+use crate::model::io_uring::rw::{IoRing, Issue};
 use crate::model::kernel::sched::CgroupId;
 use crate::model::kernel::wait::WaitQueue;
 use crate::model::machine::Machine;
@@ -349,6 +366,11 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
         s.start_ns = Some(s.start_ns.map_or(from, |t| t.min(from)));
         s.events_first.get_or_insert_with(|| w.m.events());
     }
+    if job.ioengine == IoEngine::IoUring {
+        run_io_uring(w, job, jobnum, &st, stats_id).await;
+        finish_clone(w, job, &st, stats_id).await;
+        return;
+    }
     let lanes = if job.ioengine.is_sync() {
         1
     } else {
@@ -371,6 +393,13 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
     for h in handles {
         h.await;
     }
+    finish_clone(w, job, &st, stats_id).await;
+}
+
+/// The end of a clone: `end_fsync` / `fsync_on_close`, then its statistics.
+async fn finish_clone(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, stats_id: usize) {
+    let m = &w.m;
+    let sim = m.sim().clone();
     // The job's I/O time ends with its last write; the closing fsync is
     // reported in `sync` (fio's `end_fsync` latency), not in the bandwidth.
     let io_done = sim.now();
@@ -413,7 +442,6 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, sta
         dontcache: job.uncached,
         nowait: false,
     };
-    let try_nowait = job.ioengine == IoEngine::IoUring && !job.direct;
     loop {
         let Some(io) = st.borrow_mut().next(job, sim.now()) else {
             return;
@@ -435,16 +463,7 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, sta
         let f = st.borrow().files[io.file].clone();
         let t0 = sim.now();
         let res = if io.write {
-            let first = if try_nowait {
-                let nw = IoFlags { nowait: true, ..fl };
-                vfs_write(m, &mut task, &f, io.pos, io.len, nw).await
-            } else {
-                vfs_write(m, &mut task, &f, io.pos, io.len, fl).await
-            };
-            match first {
-                Err(IoError::Again) => vfs_write(m, &mut task, &f, io.pos, io.len, fl).await,
-                r => r,
-            }
+            vfs_write(m, &mut task, &f, io.pos, io.len, fl).await
         } else {
             vfs_read(m, &f, io.pos, io.len, fl).await
         };
@@ -460,15 +479,7 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, sta
         if measured {
             let mut jobs = w.jobs.borrow_mut();
             let s = &mut jobs[stats_id];
-            if io.write {
-                s.write_bytes += io.len;
-                s.write_ios += 1;
-                hist_record(&mut s.write_clat, now - t0);
-            } else {
-                s.read_bytes += io.len;
-                s.read_ios += 1;
-                hist_record(&mut s.read_clat, now - t0);
-            }
+            record_io(s, io.write, io.len, None, now - t0);
         }
         if io.write && job.fsync_every_writes > 0 {
             let due = {
@@ -490,6 +501,195 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, sta
             }
         }
     }
+}
+
+/// Counts one completed I/O of `len` bytes in `s`: its slat (None for the
+/// sync engines, which have none) and clat, ns; lat = slat + clat.
+fn record_io(s: &mut JobStats, write: bool, len: u64, slat: Option<u64>, clat: u64) {
+    let (bytes, ios, sh, ch, lh) = if write {
+        (
+            &mut s.write_bytes,
+            &mut s.write_ios,
+            &mut s.write_slat,
+            &mut s.write_clat,
+            &mut s.write_lat,
+        )
+    } else {
+        (
+            &mut s.read_bytes,
+            &mut s.read_ios,
+            &mut s.read_slat,
+            &mut s.read_clat,
+            &mut s.read_lat,
+        )
+    };
+    *bytes += len;
+    *ios += 1;
+    if let Some(sl) = slat {
+        hist_record(sh, sl);
+    }
+    hist_record(ch, clat);
+    hist_record(lh, slat.unwrap_or(0) + clat);
+}
+
+/// An io_u in flight: what it is and fio's timestamps.
+struct InFlight {
+    /// The I/O.
+    io: Io,
+    /// `io_u->start_time`: prepared, ns.
+    start: Time,
+    /// `io_u->issue_time`: the submit call returned, ns.
+    issue: Time,
+}
+
+/// fio's `do_io` with the io_uring engine for one clone: submit while fewer
+/// than `iodepth` are in flight, reap when the ring is full or nothing is
+/// left to submit (`wait_for_completions`).
+async fn run_io_uring(
+    w: &Rc<World>,
+    job: &FioJob,
+    jobnum: u32,
+    st: &Rc<RefCell<CloneState>>,
+    stats_id: usize,
+) {
+    let m = &w.m;
+    let sim = m.sim().clone();
+    let depth = job.iodepth.max(1);
+    let cg = m.sched().current_cgroup();
+    let ring = IoRing::setup(m, cg, &format!("{}.{jobnum}", job.name), depth);
+    let workers_gauge = format!("fio.{}.iowq_workers", job.name);
+    let mut task = TaskDirty::default();
+    let fl = IoFlags {
+        direct: job.direct,
+        dontcache: job.uncached,
+        nowait: false,
+    };
+    // iodepth_batch_complete_min / _max: fio's defaults, 1 and iodepth.
+    let (batch_min, batch_max) = (1usize, depth as usize);
+    let mut inflight: std::collections::BTreeMap<u64, InFlight> = Default::default();
+    let mut next_tag = 0u64;
+    let mut more = true;
+    loop {
+        while more && inflight.len() < depth as usize && !w.end_requested.get() {
+            let Some(io) = st.borrow_mut().next(job, sim.now()) else {
+                more = false;
+                break;
+            };
+            let rate = if io.write {
+                job.rate_write_bytes_per_s
+            } else {
+                job.rate_read_bytes_per_s
+            };
+            if let Some(r) = rate.filter(|&r| r > 0) {
+                let (issued, started) = {
+                    let s = st.borrow();
+                    (s.issued, s.started)
+                };
+                let due = started + (u128::from(issued) * 1_000_000_000 / u128::from(r)) as Time;
+                if due > sim.now() {
+                    sim.sleep_until(due).await;
+                }
+            }
+            let f = st.borrow().files[io.file].clone();
+            let start = sim.now();
+            let tag = next_tag;
+            next_tag += 1;
+            if io.write {
+                // How the kernel took it: `fio.JOB.uring_inline` (done by
+                // the nonblocking attempt) or `fio.JOB.uring_punted` (to
+                // io-wq after -EAGAIN); O_DIRECT counts neither.
+                match ring
+                    .submit_write(&mut task, &f, io.pos, io.len, fl, tag)
+                    .await
+                {
+                    Issue::Inline => w.count(&format!("fio.{}.uring_inline", job.name), 1),
+                    Issue::Punted => w.count(&format!("fio.{}.uring_punted", job.name), 1),
+                    Issue::Async => {}
+                }
+            } else {
+                // Reads: inline, blocking (see the module doc).
+                let res = vfs_read(m, &f, io.pos, io.len, fl).await;
+                ring_post_read(&ring, &res, tag, st);
+            }
+            let issue = sim.now();
+            inflight.insert(tag, InFlight { io, start, issue });
+            if st.borrow().error.is_some() {
+                more = false;
+            }
+        }
+        if w.end_requested.get() {
+            more = false;
+        }
+        if inflight.is_empty() {
+            // io-wq threads the ring created (`iou-wrk-*`).
+            let n = u64::from(ring.io_wq().nr_workers());
+            if n > 0 {
+                w.count(&workers_gauge, n);
+            }
+            return;
+        }
+        let min = batch_min.min(inflight.len());
+        let cqes = ring.wait_cqes(min, batch_max).await;
+        let now = sim.now();
+        let measured = now >= st.borrow().measure_from;
+        let mut fsync_due = None;
+        for cqe in cqes {
+            let Some(fl_io) = inflight.remove(&cqe.user_data) else {
+                continue;
+            };
+            if let Err(e) = cqe.res {
+                st.borrow_mut().error.get_or_insert(match e {
+                    IoError::NotSupported => "EOPNOTSUPP",
+                    IoError::Again => "EAGAIN",
+                });
+                more = false;
+                continue;
+            }
+            if measured {
+                let mut jobs = w.jobs.borrow_mut();
+                record_io(
+                    &mut jobs[stats_id],
+                    fl_io.io.write,
+                    fl_io.io.len,
+                    Some(fl_io.issue - fl_io.start),
+                    now - fl_io.issue,
+                );
+            }
+            if fl_io.io.write && job.fsync_every_writes > 0 {
+                let mut s = st.borrow_mut();
+                s.writes_since_fsync += 1;
+                if s.writes_since_fsync >= job.fsync_every_writes {
+                    s.writes_since_fsync = 0;
+                    fsync_due = Some(fl_io.io.file);
+                }
+            }
+        }
+        if let Some(fi) = fsync_due {
+            let f = st.borrow().files[fi].clone();
+            let t1 = sim.now();
+            vfs_fsync(m, &f.sb, &f.inode, false).await;
+            if measured {
+                hist_record(&mut w.jobs.borrow_mut()[stats_id].sync_lat, sim.now() - t1);
+            }
+        }
+    }
+}
+
+/// A read done inline on the io_uring path: an error stops the clone; the
+/// completion is posted as a CQE so it is reaped with the writes.
+fn ring_post_read(
+    ring: &IoRing,
+    res: &Result<(), IoError>,
+    tag: u64,
+    st: &Rc<RefCell<CloneState>>,
+) {
+    if let Err(e) = res {
+        st.borrow_mut().error.get_or_insert(match e {
+            IoError::NotSupported => "EOPNOTSUPP",
+            IoError::Again => "EAGAIN",
+        });
+    }
+    ring.post_read(tag, *res);
 }
 
 #[cfg(test)]

@@ -42,6 +42,13 @@ pub struct JobStats {
     /// Completion latency of reads / writes, ns.
     pub read_clat: Histogram<u64>,
     pub write_clat: Histogram<u64>,
+    /// Submission latency of reads / writes (fio's slat: io_u prepared to
+    /// the submit call returning), ns; empty for the sync engines.
+    pub read_slat: Histogram<u64>,
+    pub write_slat: Histogram<u64>,
+    /// Total latency of reads / writes (fio's lat: slat + clat), ns.
+    pub read_lat: Histogram<u64>,
+    pub write_lat: Histogram<u64>,
     /// fsync latencies, ns.
     pub sync_lat: Histogram<u64>,
     /// When the job began measuring (after startdelay and ramp_time), ns.
@@ -77,6 +84,10 @@ impl JobStats {
             write_ios: 0,
             read_clat: h(),
             write_clat: h(),
+            read_slat: h(),
+            write_slat: h(),
+            read_lat: h(),
+            write_lat: h(),
             sync_lat: h(),
             start_ns: None,
             end_ns: None,

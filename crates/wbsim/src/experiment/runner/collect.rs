@@ -30,7 +30,7 @@ use crate::experiment::results::{Host, Invariants, Results};
 use crate::experiment::scenario::{ResolvedVariant, Scenario};
 use crate::model::block::BlockDevice;
 use crate::model::mm::vmstat::PAGE_SIZE;
-use crate::workload::fio::output::{FioDdirStats, FioJobOutput, FioSyncStats};
+use crate::workload::fio::output::{FioDdirStats, FioJobOutput, FioLatStats, FioSyncStats};
 use crate::workload::world::World;
 
 use super::sampler::Samples;
@@ -189,10 +189,22 @@ fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json
         wbytes += j.write_bytes;
         let mut o = FioJobOutput::new(&j.name, j.groupid, runtime);
         o.error = i32::from(j.error.is_some());
-        o.read =
-            FioDdirStats::from_latencies(j.read_bytes, j.read_ios, runtime, &j.read_clat, None);
-        o.write =
-            FioDdirStats::from_latencies(j.write_bytes, j.write_ios, runtime, &j.write_clat, None);
+        o.read = FioDdirStats::from_latencies(
+            j.read_bytes,
+            j.read_ios,
+            runtime,
+            &j.read_clat,
+            Some(&j.read_lat),
+        );
+        o.read.slat_ns = FioLatStats::from_histogram(&j.read_slat);
+        o.write = FioDdirStats::from_latencies(
+            j.write_bytes,
+            j.write_ios,
+            runtime,
+            &j.write_clat,
+            Some(&j.write_lat),
+        );
+        o.write.slat_ns = FioLatStats::from_histogram(&j.write_slat);
         o.sync = FioSyncStats::from_histogram(&j.sync_lat);
         out.push(serde_json::to_value(&o).unwrap_or(serde_json::Value::Null));
 
@@ -226,6 +238,15 @@ fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json
             &j.read_clat
         };
         metrics.record_histogram(&format!("{p}.clat"), "ns", "us", main);
+        let (slat, lat) = if j.write_ios > 0 {
+            (&j.write_slat, &j.write_lat)
+        } else {
+            (&j.read_slat, &j.read_lat)
+        };
+        if !slat.is_empty() {
+            metrics.record_histogram(&format!("{p}.slat"), "ns", "us", slat);
+        }
+        metrics.record_histogram(&format!("{p}.lat"), "ns", "us", lat);
         if j.write_ios > 0 && j.read_ios > 0 {
             metrics.record_histogram(&format!("{p}.write_clat"), "ns", "us", &j.write_clat);
             metrics.record_histogram(&format!("{p}.read_clat"), "ns", "us", &j.read_clat);

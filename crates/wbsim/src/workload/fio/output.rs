@@ -106,9 +106,10 @@ impl FioLatStats {
         } else {
             0.0
         };
-        let percentile = FIO_DEFAULT_PERCENTILES
-            .iter()
-            .map(|&p| (FioPercentiles::key(p), h.value_at_quantile(p / 100.0)))
+        // Clamped to the recorded extremes (metrics::fio_percentiles).
+        let percentile = crate::experiment::metrics::fio_percentiles(h)
+            .into_iter()
+            .map(|(p, v)| (FioPercentiles::key(p), v))
             .collect();
         FioLatStats {
             min: h.min(),

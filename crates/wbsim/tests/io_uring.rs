@@ -1,0 +1,100 @@
+//! fio's io_uring engine on the model: the nonblocking inline attempt, the
+//! punt to io-wq, and fio's slat/clat/lat (see model/io_uring and
+//! workload/fio_exec.rs).
+
+mod common;
+use common::{run_text as run, stat};
+
+use wbsim::experiment::results::Results;
+
+fn uring_job(memory: &str, profile: &str, job: &str) -> Results {
+    run(&format!(
+        r#"
+[scenario]
+name = "uring"
+duration = "30s"
+
+[machine]
+cpus = 4
+memory = "{memory}"
+
+[[device]]
+name = "nvme0n1"
+profile = "{profile}"
+
+[[filesystem]]
+name = "data"
+type = "xfs"
+device = "nvme0n1"
+mountpoint = "/mnt/data"
+
+[[job]]
+filesystem = "data"
+fio = """
+[j]
+ioengine=io_uring
+iodepth=16
+group_reporting
+bs=4k
+{job}
+"""
+"#
+    ))
+}
+
+fn counter(r: &Results, m: &str) -> f64 {
+    r.stat(m, "value").unwrap_or(0.0)
+}
+
+#[test]
+fn nowait_succeeds_inline_when_nothing_blocks() {
+    // 32 MiB into 16 GiB of memory: far below the dirty thresholds, one
+    // writer, so neither i_rwsem nor balance_dirty_pages would block.
+    let r = uring_job("16g", "nvme-dc", "rw=write\nsize=32m");
+    let ios = stat(&r, "fio.j.clat", "count");
+    assert_eq!(counter(&r, "fio.j.uring_punted"), 0.0);
+    assert_eq!(counter(&r, "fio.j.uring_inline"), ios);
+    assert_eq!(counter(&r, "fio.j.iowq_workers"), 0.0);
+    // The write is done inside the submit call: slat holds it; clat is the
+    // wait in the CQ ring until fio reaps a full ring, so p50 clat covers
+    // several later submissions.
+    let slat = stat(&r, "fio.j.slat", "p50");
+    let clat = stat(&r, "fio.j.clat", "p50");
+    assert!(slat > 0.0 && clat > slat, "slat {slat} clat {clat}");
+    // lat = slat + clat.
+    let lat = stat(&r, "fio.j.lat", "mean");
+    let sum = stat(&r, "fio.j.slat", "mean") + stat(&r, "fio.j.clat", "mean");
+    assert!((lat - sum).abs() <= 0.01 * sum, "lat {lat} slat+clat {sum}");
+}
+
+#[test]
+fn punted_writes_to_one_file_queue_serially_on_io_wq() {
+    // Two clones write one file: when one holds i_rwsem the other's
+    // nonblocking attempt gets -EAGAIN and is punted; from then on the
+    // clone's own io-wq worker holds the lock while it works through the
+    // queue, so its later attempts are punted too and up to iodepth writes
+    // of one file (one hash) wait behind each other.
+    let r = uring_job(
+        "16g",
+        "nvme-dc",
+        "rw=write\nsize=64m\nfilename=shared\nnumjobs=2",
+    );
+    let punted = counter(&r, "fio.j.uring_punted");
+    let ios = stat(&r, "fio.j.clat", "count");
+    assert!(punted > 0.5 * ios, "punted {punted} of {ios}");
+    // Hashed work does not start new workers while one is running: one
+    // worker per ring.
+    assert_eq!(counter(&r, "fio.j.iowq_workers"), 2.0);
+    // A write's clat covers the queue ahead of it: many times the time of
+    // one write (per clone, 1 / (iops / 2)).
+    let iops = r.stat("fio.j.write_iops", "value").unwrap();
+    let one_write_us = 2e6 / iops;
+    let clat50 = stat(&r, "fio.j.clat", "p50");
+    assert!(
+        clat50 > 8.0 * one_write_us,
+        "clat p50 {clat50} us, one write {one_write_us} us"
+    );
+    let p999 = stat(&r, "fio.j.clat", "p99.9");
+    let max = stat(&r, "fio.j.clat", "max");
+    assert!(clat50 <= p999 && p999 <= max);
+}
