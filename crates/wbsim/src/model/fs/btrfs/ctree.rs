@@ -34,8 +34,13 @@
 //! the tree keeps the shape it was built with, and items are only deleted or
 //! resized in place. No `keep_locks`, `lowest_level`, `search_for_split`,
 //! readahead or reading blocks from disk (every block is in memory). The old
-//! block of a COW is dropped (its freeing through delayed refs is a later
-//! stage), and there is no commit root yet.
+//! block of a COW is left to the commit root (its freeing is not modelled).
+//!
+//! Commit roots: each root keeps `commit_root`, switched at commit; a
+//! search with `search_commit_root` walks it, with `skip_locking` taking no
+//! block locks (the caller holds `commit_root_sem` for read). COW never
+//! changes a block reachable from the commit root: such a block is older
+//! than the running transaction, so it is always copied first.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -43,11 +48,11 @@ use std::rc::Rc;
 use sim::Time;
 
 use crate::model::fs::btrfs::extent_io::{BtrfsKey, EbBody, ExtentBuffer, LeafItem};
+use crate::model::fs::btrfs::fs::BtrfsTransHandle;
 use crate::model::fs::btrfs::locking::{
     btrfs_lockdep_name, btrfs_tree_lock, btrfs_tree_read_lock, btrfs_try_tree_write_lock, EbLock,
     LockedEb,
 };
-use crate::model::fs::btrfs::transaction::BtrfsTransHandle;
 use crate::model::kernel::locking::{LockStats, RwSemaphore, RwsemParams};
 use crate::model::kernel::sched::Sched;
 
@@ -160,6 +165,10 @@ pub struct BtrfsRoot {
     root_id: u64,
     /// `root->node`: the current root block.
     node: RefCell<Rc<ExtentBuffer>>,
+    /// `root->commit_root`: the root block as of the last committed
+    /// transaction, switched by `switch_commit_roots` under
+    /// `commit_root_sem`. COW never changes a block of it.
+    commit_root: RefCell<Rc<ExtentBuffer>>,
     /// Shared context.
     ctx: Rc<BtrfsTreeCtx>,
 }
@@ -178,6 +187,39 @@ impl BtrfsRoot {
     /// `btrfs_root_node()`: the current root block.
     pub fn node(&self) -> Rc<ExtentBuffer> {
         self.node.borrow().clone()
+    }
+
+    /// `root->commit_root`.
+    pub fn commit_root(&self) -> Rc<ExtentBuffer> {
+        self.commit_root.borrow().clone()
+    }
+
+    /// The commit root becomes the current root (`switch_commit_roots`, for
+    /// one root; the caller holds `commit_root_sem` for write).
+    pub fn switch_commit_root(&self) {
+        let n = self.node();
+        *self.commit_root.borrow_mut() = n;
+    }
+
+    /// The blocks changed by transaction `transid` and not yet written, in
+    /// the current tree (`btree_write_cache_pages` of the dirty ones).
+    /// Only blocks of that generation can be dirty, and their parents are
+    /// of it too, so the walk stops at older blocks.
+    pub fn dirty_blocks(&self, transid: u64) -> Vec<Rc<ExtentBuffer>> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.node()];
+        while let Some(b) = stack.pop() {
+            if b.generation() != transid {
+                continue;
+            }
+            if b.is_dirty() {
+                out.push(b.clone());
+            }
+            if let EbBody::Node(p) = b.body() {
+                stack.extend(p.into_iter().map(|(_, c)| c));
+            }
+        }
+        out
     }
 
     /// The root block's level (tree height - 1).
@@ -301,7 +343,8 @@ pub fn btrfs_build_tree(
     BtrfsRoot {
         name,
         root_id,
-        node: RefCell::new(root),
+        node: RefCell::new(root.clone()),
+        commit_root: RefCell::new(root),
         ctx: ctx.clone(),
     }
 }
@@ -314,6 +357,11 @@ pub struct BtrfsPath {
     nodes: Vec<Option<LockedEb>>,
     /// `p->slots[]`.
     slots: [usize; BTRFS_MAX_LEVEL],
+    /// `p->search_commit_root`: search `root->commit_root`.
+    pub search_commit_root: bool,
+    /// `p->skip_locking`: take no tree locks (only valid on the commit
+    /// root, which nobody changes, with `commit_root_sem` held).
+    pub skip_locking: bool,
 }
 
 impl Default for BtrfsPath {
@@ -328,6 +376,8 @@ impl BtrfsPath {
         BtrfsPath {
             nodes: (0..BTRFS_MAX_LEVEL).map(|_| None).collect(),
             slots: [0; BTRFS_MAX_LEVEL],
+            search_commit_root: false,
+            skip_locking: false,
         }
     }
 
@@ -348,6 +398,16 @@ impl BtrfsPath {
     /// `p->slots[level]`.
     pub fn slot(&self, level: usize) -> usize {
         self.slots[level]
+    }
+
+    /// `btrfs_insert_empty_item()`'s last step after a search with
+    /// `ins_len` > 0: put `item` at the leaf slot (the leaf is write-locked
+    /// and COWed). Leaves are not split: a leaf may exceed its size.
+    pub fn insert_item(&self, item: LeafItem) {
+        if let Some(n) = &self.nodes[0] {
+            n.eb.insert_item(self.slots[0], item);
+            n.eb.mark_dirty();
+        }
     }
 
     /// `p->locks[level]`: None (not held), Some(false) read, Some(true) write.
@@ -488,6 +548,39 @@ pub async fn btrfs_search_slot(
         write_lock_level = -1;
     }
     let min_write_lock_level = write_lock_level;
+    if path.search_commit_root {
+        // The commit root: no COW (a read), and locks only without
+        // skip_locking (the kernel requires skip_locking here).
+        debug_assert!(!cow, "btrfs_search_slot: COW of the commit root");
+        path.release();
+        ctx.searches.set(ctx.searches.get() + 1);
+        let mut b = root.commit_root();
+        loop {
+            let lock = if path.skip_locking {
+                None
+            } else {
+                Some(btrfs_tree_read_lock(&b).await)
+            };
+            ctx.sched.cpu(BTRFS_SEARCH_LEVEL_NS).await;
+            let level = b.level() as usize;
+            let (mut slot, found) = b.bin_search(key);
+            path.nodes[level] = Some(LockedEb {
+                eb: b.clone(),
+                lock,
+            });
+            if level == 0 {
+                path.slots[0] = slot;
+                unlock_up(path, 0, lowest_unlock, min_write_lock_level, None);
+                return found;
+            }
+            if !found && slot > 0 {
+                slot -= 1;
+            }
+            path.slots[level] = slot;
+            unlock_up(path, level, lowest_unlock, min_write_lock_level, None);
+            b = b.child(slot).expect("a node has children");
+        }
+    }
     'again: loop {
         path.release();
         ctx.searches.set(ctx.searches.get() + 1);

@@ -20,16 +20,20 @@
 //! extent tree's items for its own blocks, directories (one `INODE_REF` per
 //! file stands for them), block groups and the btree inode's page cache.
 
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use crate::model::block::{Bio, BioFlags, BlockDevice};
 use crate::model::fs::btrfs::ctree::{btrfs_build_tree, BtrfsRoot, BtrfsTreeCtx, BTRFS_NODESIZE};
+use crate::model::fs::btrfs::delayed_ref::BtrfsDelayedRefRoot;
 use crate::model::fs::btrfs::extent_io::{BtrfsKey, LeafItem};
 use crate::model::fs::btrfs::file_item::{
     btrfs_csum_items, BTRFS_CSUM_TREE_OBJECTID, BTRFS_SECTORSIZE,
 };
-use crate::model::fs::btrfs::transaction::BtrfsTransactions;
-use crate::model::kernel::locking::{LockStats, RwsemParams};
+use crate::model::fs::btrfs::fs::BtrfsTransactions;
+use crate::model::kernel::locking::{LockStats, RwSemaphore, RwsemParams};
 use crate::model::kernel::sched::Sched;
+use crate::model::kernel::wait::WaitQueue;
 
 /// `BTRFS_MAX_EXTENT_SIZE`: 128 MiB, the largest data extent.
 pub const BTRFS_MAX_EXTENT_SIZE: u64 = 128 << 20;
@@ -90,6 +94,46 @@ pub struct DataExtent {
     pub ino: u64,
     /// File offset, bytes.
     pub offset: u64,
+    /// The transaction that wrote it (`em->generation` of its extent map).
+    pub generation: u64,
+}
+
+/// Bytes of one superblock copy: 4 KiB (`BTRFS_SUPER_INFO_SIZE`).
+pub const BTRFS_SUPER_INFO_SIZE: u64 = 4 << 10;
+/// Byte offsets of the superblock copies written: the primary at 64 KiB and
+/// the first mirror at 64 MiB (`btrfs_sb_offset`; the 256 GiB mirror exists
+/// only on larger devices, and device capacity is not modelled).
+pub const BTRFS_SUPER_OFFSETS: [u64; 2] = [64 << 10, 64 << 20];
+
+/// `write_all_supers()` + `wait_dev_supers()`: a cache flush
+/// (`write_dev_flush`), then the primary superblock with REQ_FUA and the
+/// mirror without, both waited for.
+pub async fn write_all_supers(sim: &sim::Sim, dev: &BlockDevice) {
+    dev.flush().await;
+    let fua = BioFlags {
+        fua: true,
+        sync: true,
+        ..BioFlags::default()
+    };
+    let left = Rc::new(Cell::new(BTRFS_SUPER_OFFSETS.len()));
+    let wq = WaitQueue::new("btrfs:wait_dev_supers");
+    for (i, off) in BTRFS_SUPER_OFFSETS.iter().enumerate() {
+        let mut bio = Bio::write(*off, BTRFS_SUPER_INFO_SIZE);
+        if i == 0 {
+            bio = bio.with_flags(fua);
+        }
+        let (l, w) = (left.clone(), wq.clone());
+        dev.submit_bio(
+            bio,
+            Box::new(move || {
+                l.set(l.get() - 1);
+                w.wake_up_all();
+            }),
+        )
+        .await;
+    }
+    let l = left.clone();
+    wq.wait_event(sim, move || l.get() == 0).await;
 }
 
 /// `struct btrfs_fs_info`, the trees part.
@@ -102,10 +146,17 @@ pub struct BtrfsFsInfo {
     csum_root: BtrfsRoot,
     /// Subvolume fs trees, by subvolume id.
     fs_roots: Vec<(u64, BtrfsRoot)>,
-    /// Data extents, by bytenr.
-    extents: Vec<DataExtent>,
+    /// The files' current data extents, in the order laid out.
+    extents: RefCell<Vec<DataExtent>>,
+    /// Next free data address, bytes (a bump allocator).
+    next_data: Cell<u64>,
     /// Transaction counters.
     trans: BtrfsTransactions,
+    /// `fs_info->commit_root_sem`: taken for write by `switch_commit_roots`,
+    /// for read by commit-root searches.
+    commit_root_sem: RwSemaphore,
+    /// The delayed refs of the transactions (`delayed_refs`).
+    delayed_refs: BtrfsDelayedRefRoot,
 }
 
 impl BtrfsFsInfo {
@@ -120,6 +171,11 @@ impl BtrfsFsInfo {
         files: &[BtrfsFileSpec],
         generation: u64,
     ) -> Self {
+        let commit_root_sem = RwSemaphore::with_params(
+            lock_stats.class("btrfs-commit_root_sem"),
+            sched,
+            rwsem.clone(),
+        );
         let ctx = BtrfsTreeCtx::new(sched, lock_stats, rwsem, meta_start);
         let mut extents = Vec::new();
         let mut at = BTRFS_DATA_START;
@@ -134,6 +190,7 @@ impl BtrfsFsInfo {
                     subvol: f.subvol,
                     ino: f.ino,
                     offset: off,
+                    generation,
                 });
                 at += len;
                 off += len;
@@ -210,8 +267,11 @@ impl BtrfsFsInfo {
             extent_root,
             csum_root,
             fs_roots,
-            extents,
+            extents: RefCell::new(extents),
+            next_data: Cell::new(at),
             trans: BtrfsTransactions::new(generation),
+            commit_root_sem,
+            delayed_refs: BtrfsDelayedRefRoot::new(),
         }
     }
 
@@ -238,9 +298,46 @@ impl BtrfsFsInfo {
             .map(|(_, r)| r)
     }
 
-    /// The data extents, in disk order.
-    pub fn extents(&self) -> &[DataExtent] {
-        &self.extents
+    /// The files' current data extents.
+    pub fn extents(&self) -> Vec<DataExtent> {
+        self.extents.borrow().clone()
+    }
+
+    /// Replaces the extent of (subvol, ino) at file `offset` by `new`
+    /// (`btrfs_drop_extents` + inserting the new file extent item);
+    /// returns the old one.
+    pub fn replace_extent(&self, new: DataExtent) -> Option<DataExtent> {
+        let mut ex = self.extents.borrow_mut();
+        let e = ex
+            .iter_mut()
+            .find(|e| e.subvol == new.subvol && e.ino == new.ino && e.offset == new.offset)?;
+        Some(std::mem::replace(e, new))
+    }
+
+    /// A new data extent's disk address (`btrfs_reserve_extent`, as a bump
+    /// allocator: freed space is not reused).
+    pub fn alloc_data(&self, len: u64) -> u64 {
+        let at = self.next_data.get();
+        self.next_data.set(at + len);
+        at
+    }
+
+    /// Every tree: fs trees, extent tree, csum tree.
+    pub fn roots(&self) -> Vec<&BtrfsRoot> {
+        let mut v: Vec<&BtrfsRoot> = self.fs_roots.iter().map(|(_, r)| r).collect();
+        v.push(&self.extent_root);
+        v.push(&self.csum_root);
+        v
+    }
+
+    /// `fs_info->commit_root_sem`.
+    pub fn commit_root_sem(&self) -> &RwSemaphore {
+        &self.commit_root_sem
+    }
+
+    /// The delayed refs.
+    pub fn delayed_refs(&self) -> &BtrfsDelayedRefRoot {
+        &self.delayed_refs
     }
 
     /// The transaction counters.

@@ -204,6 +204,23 @@ impl ExtentBuffer {
         }
     }
 
+    /// Replaces the item at `slot` (`btrfs_set_item_key_safe` + a size change).
+    pub fn set_item(&self, slot: usize, item: LeafItem) {
+        if let EbBody::Leaf(i) = &mut *self.body.borrow_mut() {
+            if let Some(it) = i.get_mut(slot) {
+                *it = item;
+            }
+        }
+    }
+
+    /// Inserts `item` at `slot` of a leaf.
+    pub fn insert_item(&self, slot: usize, item: LeafItem) {
+        if let EbBody::Leaf(i) = &mut *self.body.borrow_mut() {
+            let s = slot.min(i.len());
+            i.insert(s, item);
+        }
+    }
+
     /// Sets the size of the item at `slot` (`btrfs_truncate_item` /
     /// `btrfs_extend_item`).
     pub fn set_item_size(&self, slot: usize, size: u32) {

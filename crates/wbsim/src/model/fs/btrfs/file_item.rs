@@ -10,15 +10,25 @@
 //! item when the new range follows it on disk, so contiguous data gives
 //! full items.
 //!
-//! Not yet modelled (later stages): `btrfs_lookup_bio_sums` per read bio
-//! with the `csum_lookup` switch (commit root under `commit_root_sem`),
-//! `btrfs_del_csums` run by delayed refs, inserting csums at ordered-extent
-//! completion.
+//! `btrfs_lookup_bio_sums()` looks up a read bio's checksums one csum item
+//! at a time (`search_csum_tree`), either in the current root with node
+//! read locks, or, with the `csum_lookup = commit_root_for_old` switch and a
+//! bio whose extents are all older than the newest transaction, in the
+//! commit root holding `commit_root_sem` for read across the whole lookup,
+//! with no node locks (`search_commit_root`, `skip_locking`).
+//! `btrfs_del_csums()` (run when the last reference of a data extent is
+//! dropped) COW-searches the csum tree with `ins_len` -1 per item.
+//! `btrfs_csum_file_blocks()` inserts a new extent's csums with COW
+//! searches (one new item per `MAX_CSUM_ITEMS`; extending the previous item
+//! is left out).
 
 use crate::model::fs::btrfs::ctree::{
     btrfs_search_slot, BtrfsPath, BtrfsRoot, BTRFS_ITEM_SIZE, BTRFS_LEAF_DATA_SIZE,
 };
 use crate::model::fs::btrfs::extent_io::{BtrfsKey, LeafItem};
+use crate::model::fs::btrfs::fs::BtrfsTransHandle;
+use crate::model::kernel::locking::RwSemaphore;
+use crate::model::policy::CsumLookup;
 
 /// `BTRFS_EXTENT_CSUM_OBJECTID`: -10 as u64.
 pub const BTRFS_EXTENT_CSUM_OBJECTID: u64 = -10i64 as u64;
@@ -99,4 +109,143 @@ pub async fn btrfs_lookup_csum(root: &BtrfsRoot, bytenr: u64) -> bool {
     it.key.objectid == BTRFS_EXTENT_CSUM_OBJECTID
         && it.key.ty == BTRFS_EXTENT_CSUM_KEY
         && bytenr < it.key.offset + sectors * BTRFS_SECTORSIZE
+}
+
+/// The csum item covering `bytenr` at the path's leaf (slot, or slot - 1
+/// when the search landed past it): (slot, item) if it covers the sector.
+fn covering_item(path: &BtrfsPath, found: bool, bytenr: u64) -> Option<(usize, LeafItem)> {
+    let leaf = path.node(0)?;
+    let slot = if found {
+        path.slot(0)
+    } else {
+        path.slot(0).checked_sub(1)?
+    };
+    let it = leaf.item(slot)?;
+    let end = it.key.offset + (it.size / BTRFS_CSUM_SIZE) as u64 * BTRFS_SECTORSIZE;
+    (it.key.objectid == BTRFS_EXTENT_CSUM_OBJECTID
+        && it.key.ty == BTRFS_EXTENT_CSUM_KEY
+        && it.key.offset <= bytenr
+        && bytenr < end)
+        .then_some((slot, it))
+}
+
+/// `btrfs_lookup_bio_sums()` of a read bio of `len` bytes at disk `bytenr`
+/// whose extents' largest generation is `max_generation`, with the newest
+/// transaction `generation`: one `search_csum_tree` per csum item covered.
+/// Returns the sectors whose csum was found.
+pub async fn btrfs_lookup_bio_sums(
+    csum_root: &BtrfsRoot,
+    commit_root_sem: &RwSemaphore,
+    policy: CsumLookup,
+    bytenr: u64,
+    len: u64,
+    max_generation: u64,
+    generation: u64,
+) -> u64 {
+    let commit_root = policy == CsumLookup::CommitRootForOld && max_generation < generation;
+    // Held across the whole lookup (`down_read(&fs_info->commit_root_sem)`).
+    let _sem = if commit_root {
+        Some(commit_root_sem.down_read().await)
+    } else {
+        None
+    };
+    let mut found_sectors = 0;
+    let mut at = bytenr;
+    let end = bytenr + len;
+    while at < end {
+        let mut path = BtrfsPath::new();
+        path.search_commit_root = commit_root;
+        path.skip_locking = commit_root;
+        let found = btrfs_search_slot(None, csum_root, &csum_key(at), &mut path, 0, false).await;
+        match covering_item(&path, found, at) {
+            Some((_, it)) => {
+                let item_end =
+                    it.key.offset + (it.size / BTRFS_CSUM_SIZE) as u64 * BTRFS_SECTORSIZE;
+                let upto = item_end.min(end);
+                found_sectors += (upto - at) / BTRFS_SECTORSIZE;
+                at = upto;
+            }
+            // No csum (a hole or nodatasum): skip a sector.
+            None => at += BTRFS_SECTORSIZE,
+        }
+    }
+    found_sectors
+}
+
+/// `btrfs_del_csums()`: delete the checksums of disk range [bytenr,
+/// bytenr + len), from its end backwards, one COW search (`ins_len` -1) per
+/// item touched: an item inside the range is deleted, one overlapping its
+/// end or start is truncated (`btrfs_truncate_item`), one spanning it is
+/// split (`btrfs_split_item`: truncated, the tail inserted as a new item).
+pub async fn btrfs_del_csums(
+    trans: &BtrfsTransHandle,
+    csum_root: &BtrfsRoot,
+    bytenr: u64,
+    len: u64,
+) {
+    let mut end = bytenr + len;
+    while end > bytenr {
+        let mut path = BtrfsPath::new();
+        let last = end - BTRFS_SECTORSIZE;
+        let found =
+            btrfs_search_slot(Some(trans), csum_root, &csum_key(last), &mut path, -1, true).await;
+        let Some((slot, it)) = covering_item(&path, found, last) else {
+            // Nothing covers the last sector: look below it.
+            end -= BTRFS_SECTORSIZE;
+            continue;
+        };
+        let leaf = path.node(0).expect("a search ends at a leaf");
+        let start = it.key.offset;
+        let item_end = start + (it.size / BTRFS_CSUM_SIZE) as u64 * BTRFS_SECTORSIZE;
+        let sectors = |a: u64, b: u64| ((b - a) / BTRFS_SECTORSIZE * BTRFS_CSUM_SIZE as u64) as u32;
+        if start >= bytenr && item_end <= end {
+            leaf.del_items(slot, 1);
+        } else if start < bytenr && item_end <= end {
+            leaf.set_item_size(slot, sectors(start, bytenr));
+        } else if start >= bytenr {
+            // Front truncation: the item now starts at `end`.
+            leaf.set_item(
+                slot,
+                LeafItem {
+                    key: csum_key(end),
+                    size: sectors(end, item_end),
+                },
+            );
+        } else {
+            leaf.set_item_size(slot, sectors(start, bytenr));
+            leaf.insert_item(
+                slot + 1,
+                LeafItem {
+                    key: csum_key(end),
+                    size: sectors(end, item_end),
+                },
+            );
+        }
+        leaf.mark_dirty();
+        end = start.max(bytenr);
+    }
+}
+
+/// `btrfs_csum_file_blocks()`: insert the checksums of a new data extent
+/// [bytenr, bytenr + len), one COW search (`ins_len` = item size) and item
+/// per [`MAX_CSUM_ITEMS`] sectors.
+pub async fn btrfs_csum_file_blocks(
+    trans: &BtrfsTransHandle,
+    csum_root: &BtrfsRoot,
+    bytenr: u64,
+    len: u64,
+) {
+    for it in btrfs_csum_items(&[(bytenr, len)]) {
+        let mut path = BtrfsPath::new();
+        btrfs_search_slot(
+            Some(trans),
+            csum_root,
+            &it.key,
+            &mut path,
+            (it.size + BTRFS_ITEM_SIZE) as i32,
+            true,
+        )
+        .await;
+        path.insert_item(it);
+    }
 }
