@@ -12,11 +12,38 @@
 //! superblock generation moves), then stops the cleaner and transaction
 //! kthreads and frees the trees ([`BTRFS_CLOSE_CTREE_CPU_NS`]).
 //!
-//! Left out (later issues): the checksum tree and its locking (experiment
-//! E2), real transactions (states, delayed refs, commit_root_sem, the 30 s
-//! commit interval), the log tree of fsync (an fsync commits here), COW of
-//! data, multiple devices. The per-superblock state lives in [`Btrfs`] keyed
-//! by superblock id, so transaction state can be added beside it.
+//! The metadata trees and transactions of issue #16 (experiment E2,
+//! stages 1 and 2) live in submodules laid out as the kernel's fs/btrfs/:
+//! [`extent_io`] (extent buffers), [`locking`] (tree block locks =
+//! rw_semaphores), [`ctree`] (geometry, `btrfs_search_slot` with lock
+//! coupling, COW and commit-root searches), [`file_item`] (csum items,
+//! `btrfs_lookup_bio_sums` with the `csum_lookup` switch,
+//! `btrfs_del_csums`), [`inode`] (COW overwrite of an extent),
+//! [`delayed_ref`] and [`extent_tree`] (reference drops run at commit),
+//! [`fs`] and [`transaction`] (handles, states, `btrfs_commit_transaction`,
+//! `switch_commit_roots`, commit_stats, the transaction kthread),
+//! [`disk_io`] (the trees of a preloaded data set, `write_all_supers`).
+//! They are exercised by their own tests and NOT yet wired into this
+//! filesystem's paths: the commits below still use the fixed-cost model,
+//! so other scenarios are unchanged.
+//!
+//! Left out (later stages): wiring the trees in (reads looking up csums per
+//! bio, data writes as COW, sync(2)/syncfs and `commit=` driving the
+//! transaction kthread, commit_stats as run metrics), btree inode writeback
+//! and memcg charging, the log tree of fsync (an fsync commits here),
+//! multiple devices. The per-superblock state lives in [`Btrfs`] keyed by
+//! superblock id, so transaction state can be added beside it.
+
+pub mod ctree;
+pub mod delayed_ref;
+pub mod disk_io;
+pub mod extent_io;
+pub mod extent_tree;
+pub mod file_item;
+pub mod fs;
+pub mod inode;
+pub mod locking;
+pub mod transaction;
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;

@@ -1,0 +1,159 @@
+//! The transaction fields of `struct btrfs_fs_info` (fs/btrfs/fs.h) and the
+//! handle and states of fs/btrfs/transaction.h: the running transaction's id
+//! (`trans->transid`), its state, the last committed generation, and
+//! `commit_stats`. The commit itself is in `transaction.rs`.
+//!
+//! Left out: `num_writers`/`num_extwriters` (a commit does not wait for
+//! other handles to end: model callers hold no handle across an await of the
+//! commit), space reservation, `TRANS_STATE_COMMIT_PREP`'s ordered-extent
+//! wait (no data path is wired yet).
+
+use std::cell::Cell;
+
+use sim::Time;
+
+/// `struct btrfs_trans_handle`: a task's handle on the running transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BtrfsTransHandle {
+    /// `trans->transid`: the running transaction's id.
+    pub transid: u64,
+}
+
+/// `enum btrfs_trans_state` (transaction.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TransState {
+    /// `TRANS_STATE_RUNNING`: handles join freely.
+    Running,
+    /// `TRANS_STATE_COMMIT_PREP`: a commit started, waiting for ordered
+    /// extents and delalloc.
+    CommitPrep,
+    /// `TRANS_STATE_COMMIT_START`: no new handles of the old kind.
+    CommitStart,
+    /// `TRANS_STATE_COMMIT_DOING`: running delayed refs, committing roots.
+    CommitDoing,
+    /// `TRANS_STATE_UNBLOCKED`: roots switched; a new transaction may start
+    /// while this one writes its blocks.
+    Unblocked,
+    /// `TRANS_STATE_SUPER_COMMITTED`: superblocks written.
+    SuperCommitted,
+    /// `TRANS_STATE_COMPLETED`.
+    Completed,
+}
+
+/// `/sys/fs/btrfs/<uuid>/commit_stats` (`fs_info->commit_stats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BtrfsCommitStats {
+    /// `commits`: transactions committed.
+    pub commits: u64,
+    /// `last_commit_ms` in ns: duration of the last commit.
+    pub last_commit_ns: Time,
+    /// `max_commit_ms` in ns.
+    pub max_commit_ns: Time,
+    /// `total_commit_ms` in ns.
+    pub total_commit_ns: Time,
+}
+
+/// The transaction counters of one filesystem (`fs_info->generation`,
+/// `fs_info->running_transaction`, `last_trans_committed`, commit_stats).
+#[derive(Debug, Default)]
+pub struct BtrfsTransactions {
+    /// `fs_info->generation`: id of the last transaction started.
+    generation: Cell<u64>,
+    /// State of the newest transaction (`Completed` = none running).
+    state: Cell<Option<TransState>>,
+    /// `fs_info->last_trans_committed`.
+    last_committed: Cell<u64>,
+    /// `fs_info->commit_stats`.
+    stats: Cell<BtrfsCommitStats>,
+}
+
+impl BtrfsTransactions {
+    /// A filesystem whose last committed generation is `generation` (the
+    /// superblock's, at mount), with no running transaction.
+    pub fn new(generation: u64) -> Self {
+        BtrfsTransactions {
+            generation: Cell::new(generation),
+            state: Cell::new(None),
+            last_committed: Cell::new(generation),
+            stats: Cell::new(BtrfsCommitStats::default()),
+        }
+    }
+
+    /// `btrfs_join_transaction()`: join the running transaction, or start one
+    /// (`join_transaction` -> `generation + 1`) when none runs or the newest
+    /// one is past `TRANS_STATE_UNBLOCKED`'s switch (it no longer accepts
+    /// handles). Waiting for a blocked commit is left out.
+    pub fn join(&self) -> BtrfsTransHandle {
+        match self.state.get() {
+            Some(TransState::Running) => {}
+            Some(s) if s < TransState::Unblocked => {}
+            _ => {
+                self.generation.set(self.generation.get() + 1);
+                self.state.set(Some(TransState::Running));
+            }
+        }
+        BtrfsTransHandle {
+            transid: self.generation.get(),
+        }
+    }
+
+    /// The running transaction's id: one started and not yet unblocked.
+    pub fn running_transid(&self) -> Option<u64> {
+        match self.state.get() {
+            Some(s) if s < TransState::Unblocked => Some(self.generation.get()),
+            _ => None,
+        }
+    }
+
+    /// `fs_info->generation`.
+    pub fn generation(&self) -> u64 {
+        self.generation.get()
+    }
+
+    /// The newest transaction's state, if one was started since mount.
+    pub fn state(&self) -> Option<TransState> {
+        self.state.get()
+    }
+
+    /// Moves the running transaction (id `transid`) to `state`, if it is
+    /// still the newest.
+    pub fn set_state(&self, transid: u64, state: TransState) {
+        if self.generation.get() == transid {
+            self.state.set(Some(state));
+        }
+    }
+
+    /// `fs_info->last_trans_committed`.
+    pub fn last_committed(&self) -> u64 {
+        self.last_committed.get()
+    }
+
+    /// The bookkeeping end of a commit of `transid` taking `ns`: it becomes
+    /// the last committed transaction and commit_stats count it
+    /// (`btrfs_commit_transaction`'s `update_commit_stats`).
+    pub fn end_commit_of(&self, transid: u64, ns: Time) {
+        self.set_state(transid, TransState::Completed);
+        self.last_committed
+            .set(self.last_committed.get().max(transid));
+        let mut s = self.stats.get();
+        s.commits += 1;
+        s.last_commit_ns = ns;
+        s.max_commit_ns = s.max_commit_ns.max(ns);
+        s.total_commit_ns += ns;
+        self.stats.set(s);
+    }
+
+    /// Ends the running transaction without any commit work (tests of COW
+    /// across transactions).
+    pub fn end_commit(&self) {
+        if let Some(t) = self.running_transid() {
+            self.set_state(t, TransState::Completed);
+            self.last_committed.set(t);
+        }
+    }
+
+    /// `commit_stats`.
+    pub fn commit_stats(&self) -> BtrfsCommitStats {
+        self.stats.get()
+    }
+}

@@ -1,0 +1,81 @@
+//! The metadata side of a data overwrite (fs/btrfs/inode.c): btrfs never
+//! overwrites data in place, so a rewrite of a file range gets a new extent
+//! and the old one is freed through a delayed ref.
+//!
+//! `btrfs_finish_ordered_overwrite` models `btrfs_finish_one_ordered` for
+//! one whole extent rewritten: the new extent's checksums inserted
+//! (`add_pending_csums` -> `btrfs_csum_file_blocks`), the file extent item
+//! updated in the fs tree (`insert_reserved_file_extent` after
+//! `btrfs_drop_extents`, a COW search), the new `EXTENT_ITEM` inserted in
+//! the extent tree (done at once here; the kernel queues an add ref), and
+//! the old extent's reference dropped (`btrfs_free_extent` ->
+//! a delayed ref drop, run at commit: extent_tree.rs).
+//!
+//! Left out: the data I/O itself and the page cache (not wired to the
+//! filesystem's write path yet), partial-extent overwrites, O_TRUNC,
+//! extent maps beyond the generation kept with each extent.
+
+use crate::model::fs::btrfs::ctree::{btrfs_search_slot, BtrfsPath, BTRFS_ITEM_SIZE};
+use crate::model::fs::btrfs::delayed_ref::DelayedDataRefDrop;
+use crate::model::fs::btrfs::disk_io::{
+    BtrfsFsInfo, DataExtent, BTRFS_DATA_EXTENT_ITEM_SIZE, BTRFS_EXTENT_DATA_KEY,
+    BTRFS_EXTENT_ITEM_KEY,
+};
+use crate::model::fs::btrfs::extent_io::{BtrfsKey, LeafItem};
+use crate::model::fs::btrfs::file_item::btrfs_csum_file_blocks;
+
+/// Rewrites the extent of (`subvol`, `ino`) at file `offset` into a new
+/// extent of the running transaction (joining or starting one). Returns the
+/// new extent, or None if the file has no extent there.
+pub async fn btrfs_finish_ordered_overwrite(
+    fs: &BtrfsFsInfo,
+    subvol: u64,
+    ino: u64,
+    offset: u64,
+) -> Option<DataExtent> {
+    let old = fs
+        .extents()
+        .into_iter()
+        .find(|e| e.subvol == subvol && e.ino == ino && e.offset == offset)?;
+    let trans = fs.transactions().join();
+    let new = DataExtent {
+        bytenr: fs.alloc_data(old.len),
+        generation: trans.transid,
+        ..old
+    };
+    btrfs_csum_file_blocks(&trans, fs.csum_root(), new.bytenr, new.len).await;
+    // The file extent item now points at the new extent.
+    if let Some(root) = fs.fs_root(subvol) {
+        let key = BtrfsKey::new(ino, BTRFS_EXTENT_DATA_KEY, offset);
+        let mut path = BtrfsPath::new();
+        btrfs_search_slot(Some(&trans), root, &key, &mut path, 0, true).await;
+        if let Some(leaf) = path.node(0) {
+            leaf.mark_dirty();
+        }
+    }
+    // The new extent item.
+    let item = LeafItem {
+        key: BtrfsKey::new(new.bytenr, BTRFS_EXTENT_ITEM_KEY, new.len),
+        size: BTRFS_DATA_EXTENT_ITEM_SIZE,
+    };
+    let mut path = BtrfsPath::new();
+    let ins = (BTRFS_DATA_EXTENT_ITEM_SIZE + BTRFS_ITEM_SIZE) as i32;
+    btrfs_search_slot(
+        Some(&trans),
+        fs.extent_root(),
+        &item.key,
+        &mut path,
+        ins,
+        true,
+    )
+    .await;
+    path.insert_item(item);
+    drop(path);
+    fs.replace_extent(new);
+    fs.delayed_refs().add_drop(DelayedDataRefDrop {
+        bytenr: old.bytenr,
+        num_bytes: old.len,
+        transid: trans.transid,
+    });
+    Some(new)
+}

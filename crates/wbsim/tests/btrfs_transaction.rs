@@ -1,0 +1,231 @@
+//! btrfs transactions and checksum lookups (model/fs/btrfs): COW overwrite
+//! freeing the old extent through delayed refs, commits that delete its
+//! csums with COW searches, switch_commit_roots, commit_stats, the
+//! transaction kthread, and the `csum_lookup` switch: a reader of old data
+//! blocks behind a commit's csum-tree COW under `current_root` and does not
+//! under `commit_root_for_old`.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use sim::{Sim, Time, MSEC, SEC, USEC};
+use wbsim::model::block::{BlockDevice, DeviceProfile};
+use wbsim::model::fs::btrfs::ctree::BTRFS_NODESIZE;
+use wbsim::model::fs::btrfs::disk_io::{
+    BtrfsFileSpec, BtrfsFsInfo, BTRFS_EXTENT_ITEM_KEY, BTRFS_FIRST_FREE_OBJECTID,
+};
+use wbsim::model::fs::btrfs::file_item::btrfs_lookup_bio_sums;
+use wbsim::model::fs::btrfs::fs::TransState;
+use wbsim::model::fs::btrfs::inode::btrfs_finish_ordered_overwrite;
+use wbsim::model::fs::btrfs::transaction::{btrfs_commit_transaction, btrfs_transaction_kthread};
+use wbsim::model::kernel::locking::{LockStats, RwsemParams};
+use wbsim::model::kernel::sched::{CgroupId, Sched, SchedParams};
+use wbsim::model::policy::CsumLookup;
+
+const MIB: u64 = 1 << 20;
+const SIZE: u64 = 32 * MIB;
+const INO: u64 = BTRFS_FIRST_FREE_OBJECTID + 1;
+
+fn subvol(i: u64) -> u64 {
+    BTRFS_FIRST_FREE_OBJECTID + i
+}
+
+/// 2 CPUs, 8 files of 32 MiB each in its own subvolume, an NVMe device.
+fn fs() -> (Sim, Sched, LockStats, Rc<BtrfsFsInfo>, BlockDevice) {
+    let sim = Sim::new(1);
+    let sched = Sched::new(&sim, SchedParams::for_cpus(2));
+    let stats = LockStats::new();
+    let files: Vec<BtrfsFileSpec> = (0..8)
+        .map(|i| BtrfsFileSpec {
+            subvol: subvol(i),
+            ino: INO,
+            size: SIZE,
+        })
+        .collect();
+    let info = BtrfsFsInfo::open(&sched, &stats, RwsemParams::default(), 1 << 40, &files, 1);
+    let dev = BlockDevice::new(&sim, "nvme0n1", DeviceProfile::builtin("nvme-dc").unwrap());
+    (sim, sched, stats, Rc::new(info), dev)
+}
+
+/// Every csum sector of `fs`'s current extents found, and none of `gone`.
+async fn csums_match(fs: &BtrfsFsInfo, gone: &[(u64, u64)], policy: CsumLookup) -> bool {
+    let g = fs.transactions().generation();
+    for e in fs.extents() {
+        let n = btrfs_lookup_bio_sums(
+            fs.csum_root(),
+            fs.commit_root_sem(),
+            policy,
+            e.bytenr,
+            e.len,
+            e.generation,
+            g,
+        )
+        .await;
+        if n != e.len / 4096 {
+            return false;
+        }
+    }
+    for &(b, l) in gone {
+        let n =
+            btrfs_lookup_bio_sums(fs.csum_root(), fs.commit_root_sem(), policy, b, l, 0, g).await;
+        if n != 0 {
+            return false;
+        }
+    }
+    true
+}
+
+#[test]
+fn overwrite_is_cow_and_the_commit_deletes_the_old_csums_and_writes_blocks() {
+    let (sim, sched, _stats, info, dev) = fs();
+    let ok = Rc::new(Cell::new(false));
+    let (i, d, o, s) = (info.clone(), dev.clone(), ok.clone(), sim.clone());
+    sched.spawn("t", CgroupId::ROOT, 0, async move {
+        let old: Vec<_> = i.extents().into_iter().filter(|e| e.offset == 0).collect();
+        let mut gone = Vec::new();
+        for f in [1, 3] {
+            let new = btrfs_finish_ordered_overwrite(&i, subvol(f), INO, 0)
+                .await
+                .unwrap();
+            let was = old.iter().find(|e| e.subvol == subvol(f)).unwrap();
+            assert_ne!(new.bytenr, was.bytenr);
+            assert_eq!(new.generation, 2);
+            gone.push((was.bytenr, was.len));
+        }
+        // Before the commit: the old extents' csums are still there (their
+        // drops are queued as delayed refs), and the commit root does not
+        // know the new extents.
+        assert_eq!(i.delayed_refs().len(), 2);
+        assert!(!csums_match(&i, &gone, CsumLookup::CurrentRoot).await);
+        let before = d.stats();
+        let ns = btrfs_commit_transaction(&i, Some(&d)).await.unwrap();
+        let after = d.stats();
+        assert!(i.delayed_refs().is_empty());
+        assert_eq!(i.transactions().state(), Some(TransState::Completed));
+        assert_eq!(i.transactions().last_committed(), 2);
+        // No lost writes: every current extent's csums, in both the current
+        // and (after the switch) the commit root; none of the freed ones.
+        assert!(csums_match(&i, &gone, CsumLookup::CurrentRoot).await);
+        i.transactions().join();
+        assert!(csums_match(&i, &gone, CsumLookup::CommitRootForOld).await);
+        // Extent items: the old ones deleted, the new ones present.
+        let keys: Vec<_> = i.extent_root().items().iter().map(|it| it.key).collect();
+        for e in i.extents() {
+            assert!(keys
+                .iter()
+                .any(|k| k.objectid == e.bytenr && k.ty == BTRFS_EXTENT_ITEM_KEY));
+        }
+        for (b, _) in &gone {
+            assert!(!keys.iter().any(|k| k.objectid == *b));
+        }
+        // Tree blocks and two superblocks reached the device.
+        let written = after.write_bytes - before.write_bytes;
+        assert!(written >= 4 * BTRFS_NODESIZE as u64 + 8192, "{written}");
+        let st = i.transactions().commit_stats();
+        assert_eq!(st.commits, 1);
+        assert_eq!(
+            (st.last_commit_ns, st.max_commit_ns, st.total_commit_ns),
+            (ns, ns, ns)
+        );
+        // The commit's blocks are written: the next change COWs them again.
+        let cows = i.ctx().cow_blocks();
+        btrfs_finish_ordered_overwrite(&i, subvol(5), INO, 0).await;
+        assert!(i.ctx().cow_blocks() > cows);
+        o.set(s.now() > 0);
+    });
+    sim.run().unwrap();
+    assert!(ok.get());
+}
+
+/// A commit whose csum deletions run in a CPU-starved task (cpuset CPU 0,
+/// shared with a nice -20 hog), while a reader of old data on CPU 1 loops
+/// over csum lookups. Returns the reader's longest lookup, ns, and whether
+/// the commit completed.
+fn longest_lookup_during_commit(policy: CsumLookup) -> (Time, bool) {
+    let (sim, sched, _stats, info, dev) = fs();
+    let done = Rc::new(Cell::new(false));
+    let worst = Rc::new(Cell::new(0));
+    let starved = sched.add_cgroup("starved", Some(&[0])).unwrap();
+    let sc = sched.clone();
+    sched.spawn("hog", starved, -20, async move { sc.cpu(50 * MSEC).await });
+    let (i, d, dn) = (info.clone(), dev.clone(), done.clone());
+    sched.spawn("btrfs-transaction", starved, 0, async move {
+        // Several old extents rewritten: their csums are deleted at commit.
+        for f in 0..4 {
+            btrfs_finish_ordered_overwrite(&i, subvol(f), INO, 0).await;
+        }
+        btrfs_commit_transaction(&i, Some(&d)).await;
+        dn.set(true);
+    });
+    let (i, s, dn, w) = (info.clone(), sim.clone(), done.clone(), worst.clone());
+    sched.spawn("reader", CgroupId::ROOT, 0, async move {
+        let e = i
+            .extents()
+            .into_iter()
+            .find(|e| e.subvol == subvol(6))
+            .unwrap();
+        while !dn.get() && s.now() < SEC {
+            let t0 = s.now();
+            let g = i.transactions().generation();
+            for k in 0..8 {
+                btrfs_lookup_bio_sums(
+                    i.csum_root(),
+                    i.commit_root_sem(),
+                    policy,
+                    e.bytenr + k * 4 * MIB,
+                    128 << 10,
+                    e.generation,
+                    g,
+                )
+                .await;
+            }
+            w.set(w.get().max(s.now() - t0));
+            s.sleep(10 * USEC).await;
+        }
+    });
+    sim.run().unwrap();
+    (worst.get(), done.get())
+}
+
+#[test]
+fn csum_lookup_current_root_blocks_behind_commit_cow_and_commit_root_does_not() {
+    let (cur, done_cur) = longest_lookup_during_commit(CsumLookup::CurrentRoot);
+    let (old, done_old) = longest_lookup_during_commit(CsumLookup::CommitRootForOld);
+    assert!(done_cur && done_old);
+    // current_root: a lookup waited for the starved committer's csum-tree
+    // write lock (the hog's slices are milliseconds).
+    assert!(cur > MSEC, "current_root worst lookup {cur} ns");
+    // commit_root_for_old: no tree locks; 8 lookups of 2 levels each.
+    assert!(
+        old < 100 * USEC,
+        "commit_root_for_old worst lookup {old} ns"
+    );
+}
+
+#[test]
+fn transaction_kthread_commits_every_interval_when_something_changed() {
+    let (sim, sched, _stats, info, dev) = fs();
+    let (i, d) = (info.clone(), dev.clone());
+    sched.spawn_daemon("btrfs-transaction", CgroupId::ROOT, 0, async move {
+        btrfs_transaction_kthread(i, Some(d), SEC).await;
+    });
+    let stats = Rc::new(RefCell::new(Vec::new()));
+    let (i, s, st) = (info.clone(), sim.clone(), stats.clone());
+    sched.spawn("writer", CgroupId::ROOT, 0, async move {
+        s.sleep(SEC / 2).await;
+        btrfs_finish_ordered_overwrite(&i, subvol(2), INO, 0).await;
+        s.sleep(2 * SEC).await;
+        st.borrow_mut()
+            .push(i.transactions().commit_stats().commits);
+        btrfs_finish_ordered_overwrite(&i, subvol(3), INO, 0).await;
+        s.sleep(SEC).await;
+        st.borrow_mut()
+            .push(i.transactions().commit_stats().commits);
+        // The kthread never idles: end the run here.
+        s.stop();
+    });
+    sim.run().unwrap();
+    // One commit at 1 s (the 2 s tick had nothing to commit), one at 3 s.
+    assert_eq!(*stats.borrow(), vec![1, 2]);
+    assert_eq!(info.transactions().last_committed(), 3);
+}
