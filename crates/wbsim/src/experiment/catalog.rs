@@ -6,9 +6,13 @@
 //! compared against (docs/design.md principle 1). The metric names in
 //! [`PUBLISHED`] are the contract with the built-in scenarios: a scenario
 //! that records its headline measurement under that name gets the
-//! comparison; until then the report shows "n/a". Left out: the published
-//! tables of E1 (b)-(d) and E5's other tests (docs/experiments.md gives only
-//! E1 (a) and E5's single-stream figures), and E2, published qualitatively.
+//! comparison; until then the report shows "n/a". Each entry also says
+//! what the report leads with ([`Headline`]: the A/B table and its plots)
+//! and, optionally, per-job and "where time goes" table columns
+//! ([`Column`]), so a new entry gets its report section without report
+//! code. Left out: the published tables of E1 (b)-(d) and E5's other tests
+//! (docs/experiments.md gives only E1 (a) and E5's single-stream figures),
+//! and E2, published qualitatively.
 
 use super::scenario::{self, Scenario, ScenarioError};
 

@@ -251,3 +251,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     );
     Ok(if failed > 0 { 1 } else { 0 })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reproduce_list_names_every_experiment_once() {
+        for e in EXPERIMENTS {
+            let n = IN_REPRODUCE.iter().filter(|(id, _)| *id == e.id).count();
+            assert_eq!(n, 1, "{} in IN_REPRODUCE", e.id);
+        }
+        assert_eq!(IN_REPRODUCE.len(), EXPERIMENTS.len());
+        assert!(!in_reproduce("parallel-writeback"));
+        assert!(in_reproduce("dontcache"));
+        assert!(in_reproduce("a-new-experiment"));
+    }
+}
