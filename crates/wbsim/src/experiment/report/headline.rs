@@ -212,6 +212,9 @@ pub fn headline(g: &ExperimentGroup<'_>) -> Table {
                     let bpub_v = bpub.and_then(|p| published_in(p, h.unit));
                     for other in &compared {
                         let ov = at(g, other, point);
+                        if ov.is_none() && *other != &base {
+                            continue;
+                        }
                         let ox = ov.map_or_else(Vec::new, |v| per_run(v, metric, stat, h.unit));
                         if bx.is_empty() && ox.is_empty() {
                             continue;
