@@ -57,7 +57,7 @@ fn every_experiment_has_a_section_with_setup_and_tables() {
         e3.contains("4 ok, 0 failed, 2 variant label(s), seeds 1..=2"),
         "{e3}"
     );
-    assert!(e3.contains("### Simulated results"), "{e3}");
+    assert!(e3.contains("<summary>Every metric ("), "{e3}");
     // Mean over the two seeds (20 and 21 ms), ± their standard deviation.
     assert!(
         e3.contains("| umount.elapsed | sync | ms | 2 | 20.50 ± 0.5000 |"),
@@ -123,10 +123,14 @@ fn ratios_to_published_figures_convert_units() {
     let r = report::build(&runs, &[]);
     let md = md_section(&r.markdown, "lazy-umount");
     assert!(
-        md.contains("| sync | umount.elapsed | mean | s | 0.02455 | 0.02050 | 0.8350x | n/a |"),
+        md.contains(
+            "| sync | umount.elapsed | mean | s | 0.02455 | 0.02050 | 0.8350x (within 1.5x) | n/a |"
+        ),
         "{md}"
     );
-    assert!(r.html.contains("<td class=\"num\">0.8350x</td>"));
+    assert!(r
+        .html
+        .contains("<td class=\"num ratio-within\">0.8350x (within 1.5x)</td>"));
 }
 
 #[test]
@@ -191,7 +195,9 @@ fn live_figures_sit_beside_simulated_ones() {
     let r = report::build(&fx::all(), &fx::live_lazy_umount());
     let md = md_section(&r.markdown, "lazy-umount");
     assert!(
-        md.contains("| sync | umount.elapsed | mean | s | 0.02455 | 0.02050 | 0.8350x | 0.02400 |"),
+        md.contains(
+            "| sync | umount.elapsed | mean | s | 0.02455 | 0.02050 | 0.8350x (within 1.5x) | 0.02400 |"
+        ),
         "{md}"
     );
     assert!(md.contains("### Live probe vs simulated"), "{md}");
@@ -205,17 +211,20 @@ fn live_figures_sit_beside_simulated_ones() {
 #[test]
 fn plots_follow_metric_kinds() {
     let r = report::build(&fx::all(), &[]);
+    // E3's headline is two means: one bar plot each (with the published
+    // figures as points), then the dirty_pages series.
     let e3 = html_section(&r.html, "lazy-umount");
     assert_eq!(
-        e3.matches("<figure class=\"plot plot-cdf\">").count(),
+        e3.matches("<figure class=\"plot plot-bars\"").count(),
         2,
         "{e3}"
     );
-    assert_eq!(e3.matches("<figure class=\"plot plot-series\">").count(), 1);
+    assert_eq!(e3.matches("<figure class=\"plot plot-series\"").count(), 1);
+    assert!(e3.contains("triangles: published figures"), "{e3}");
     let e4 = html_section(&r.html, "parallel-writeback");
-    assert_eq!(e4.matches("<figure class=\"plot plot-sweep\">").count(), 1);
+    assert_eq!(e4.matches("<figure class=\"plot plot-sweep\"").count(), 1);
     let e5 = html_section(&r.html, "dontcache");
-    assert_eq!(e5.matches("<figure class=\"plot plot-bars\">").count(), 1);
+    assert_eq!(e5.matches("<figure class=\"plot plot-bars\"").count(), 1);
     for s in [e3, e4, e5] {
         assert_eq!(
             s.matches("<figure").count(),
@@ -292,4 +301,117 @@ fn bad_inputs_are_errors_naming_the_file() {
     std::fs::copy(&first, &copy).unwrap_or_default();
     let e = load_runs(std::slice::from_ref(&dup)).err();
     assert!(matches!(e, Some(ReportError::Duplicate { .. })), "{e:?}");
+}
+
+#[test]
+fn headline_tables_come_first_with_change_significance_and_verdicts() {
+    let r = report::build(&fx::all(), &[]);
+    for id in ["lazy-umount", "parallel-writeback", "dontcache"] {
+        let html = html_section(&r.html, id);
+        let head = html
+            .find("<table class=\"headline\">")
+            .unwrap_or_else(|| panic!("{id}: no headline table"));
+        for later in ["<figure", "<table class=\"simulated\">"] {
+            if let Some(i) = html.find(later) {
+                assert!(head < i, "{id}: headline after {later}");
+            }
+        }
+        assert!(
+            md_section(&r.markdown, id).contains("### Headline: baseline vs patched"),
+            "{id}"
+        );
+    }
+    // E3: two seeds per side, 20/21 ms vs 25/26 ms: Welch's t = 7.07 on 2
+    // degrees of freedom, p = 0.019.
+    let e3 = md_section(&r.markdown, "lazy-umount");
+    assert!(
+        e3.contains(
+            "| umount.elapsed | mean | s | 0.02050 | deferred | 0.02550 | +24.39% | p=0.019, significant (Welch, n=2/2) |"
+        ),
+        "{e3}"
+    );
+    // E4: one seed: no test; fs_hook is 1.2x ino_mod at every point; the
+    // published ino_mod figures at 1 and 2 contexts are more than 1.5x off.
+    let e4 = md_section(&r.markdown, "parallel-writeback");
+    assert!(
+        e4.contains("| write.bw | mean | 1 | MiB/s | 10.00 | fs_hook | 12.00 | +20.00% | n too small (n=1/1) | 16.40 | 0.6098x (outside 1.5x) |"),
+        "{e4}"
+    );
+    assert!(html_section(&r.html, "parallel-writeback").contains("class=\"num ratio-off\""));
+    // E5: kick vs inline with both published figures.
+    let e5 = md_section(&r.markdown, "dontcache");
+    assert!(
+        e5.contains(
+            "| fio.seq-write-dontcache.write_bw | mean | MB/s | 314.6 | kick | 943.7 | +200.0% |"
+        ),
+        "{e5}"
+    );
+    // Summary: how many published figures are within 1.5x, not "matched".
+    let row = r
+        .summary
+        .lines()
+        .find(|l| l.contains("parallel-writeback"))
+        .unwrap_or_default();
+    assert!(row.contains("4/4") && row.contains("2/4"), "{row}");
+    assert!(!r.summary.contains("matched"), "{}", r.summary);
+}
+
+#[test]
+fn flat_and_empty_plots_are_not_drawn() {
+    let s = fx::scenario(
+        "flat",
+        "[variants.a]\ndetach_release = \"sync\"\n[variants.b]\ndetach_release = \"deferred\"\n",
+    );
+    let runs: Vec<Run> = ["a", "b"]
+        .into_iter()
+        .map(|v| {
+            fx::results(&s, v, None, 1, |m| {
+                for t in 0..10u64 {
+                    m.sample("cached_pages", "pages", t * 100_000_000, 0.0);
+                    m.record_as("zero.elapsed", "ns", "ms", 0);
+                }
+                m.set("same.bw", "MiB/s", 5.0);
+            })
+        })
+        .collect();
+    let r = report::build(&runs, &[]);
+    let html = html_section(&r.html, "flat");
+    assert_eq!(html.matches("<figure").count(), 0, "{html}");
+}
+
+#[test]
+fn a_headline_pattern_gives_one_row_per_matched_metric_and_a_per_job_table() {
+    let s = fx::scenario(
+        "dontcache",
+        "[variants.inline]\ndontcache_flush = \"inline\"\n[variants.kick]\ndontcache_flush = \"kick\"\n",
+    );
+    let runs: Vec<Run> = [("inline", 100.0), ("kick", 300.0)]
+        .into_iter()
+        .map(|(v, mb)| {
+            fx::results(&s, v, None, 1, |m| {
+                for job in ["a-dontcache", "b-dontcache", "c-buffered"] {
+                    m.set(&format!("fio.{job}.write_bw"), "MB/s", mb);
+                    m.set(&format!("fio.{job}.peak_dirty"), "MiB", 1.0);
+                    m.record_as(&format!("fio.{job}.clat"), "ns", "us", 2_000);
+                }
+            })
+        })
+        .collect();
+    let r = report::build(&runs, &[]);
+    let md = md_section(&r.markdown, "dontcache");
+    for job in ["a-dontcache", "b-dontcache"] {
+        assert!(
+            md.contains(&format!(
+                "| fio.{job}.write_bw | mean | MB/s | 100.0 | kick | 300.0 | +200.0% |"
+            )),
+            "{md}"
+        );
+    }
+    // The buffered job is not a headline figure, but it has a per-job row.
+    assert!(!md.contains("| fio.c-buffered.write_bw | mean"), "{md}");
+    assert!(md.contains("### Per job"), "{md}");
+    assert!(
+        md.contains("| c-buffered | kick | 300.0 (+200.0%) | 2.000 (+0%) |"),
+        "{md}"
+    );
 }

@@ -1,7 +1,9 @@
 //! Opens a generated index.html in headless Chromium (Debian's `chromium`,
 //! installed by scripts/install.sh) and checks that every experiment with
-//! results rendered its section with its SVG plots, and every other one
-//! its section. Skips, saying why, when chromium is not installed.
+//! results rendered its section, its headline A/B table first, and SVG
+//! plots that each carry data (a drawn line or bar, `data-points` > 0),
+//! and every other one its section. Skips, saying why, when chromium is
+//! not installed.
 
 mod report_fixtures;
 
@@ -75,6 +77,36 @@ fn index_html_renders_every_section_with_its_plots() {
         }
         if e.id == "cgwb-umount" {
             continue; // its only metric is a counter: tables, no plots
+        }
+        if with_results.contains(&e.id) {
+            let head = section
+                .find("<table class=\"headline\">")
+                .unwrap_or_else(|| panic!("{}: no headline table", e.id));
+            let body = &section[head..];
+            let rows = body[..body.find("</table>").unwrap_or(0)]
+                .matches("<tr>")
+                .count();
+            assert!(rows >= 2, "{}: headline table without rows", e.id);
+            if let Some(fig) = section.find("<figure") {
+                assert!(head < fig, "{}: a plot before the headline table", e.id);
+            }
+            for fig in section.split("<figure class=\"plot").skip(1) {
+                let n: usize = fig
+                    .split("data-points=\"")
+                    .nth(1)
+                    .and_then(|r| r.split('"').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                assert!(n > 0, "{}: a plot without data", e.id);
+                let svg = &fig[..fig.find("</svg>").unwrap_or(fig.len())];
+                // Lines are polylines; bars are rects beyond the background.
+                let drawn = if fig.starts_with(" plot-bars") {
+                    svg.matches("<rect").count() > 1
+                } else {
+                    svg.contains("<polyline")
+                };
+                assert!(drawn, "{}: a plot that draws nothing", e.id);
+            }
         }
         if with_results.contains(&e.id) {
             let figures = section.matches("<figure class=\"plot").count();

@@ -63,7 +63,7 @@ fn check_outputs(out: &Path, o: &Output) -> (usize, usize) {
         assert!(!md.contains("**FAILED**"), "{md}");
     }
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains("published matched"), "{shown}");
+    assert!(stdout.contains("within 1.5x"), "{shown}");
     (ok, failed)
 }
 

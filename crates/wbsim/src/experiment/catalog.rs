@@ -6,9 +6,13 @@
 //! compared against (docs/design.md principle 1). The metric names in
 //! [`PUBLISHED`] are the contract with the built-in scenarios: a scenario
 //! that records its headline measurement under that name gets the
-//! comparison; until then the report shows "n/a". Left out: the published
-//! tables of E1 (b)-(d) and E5's other tests (docs/experiments.md gives only
-//! E1 (a) and E5's single-stream figures), and E2, published qualitatively.
+//! comparison; until then the report shows "n/a". Each entry also says
+//! what the report leads with ([`Headline`]: the A/B table and its plots)
+//! and, optionally, per-job and "where time goes" table columns
+//! ([`Column`]), so a new entry gets its report section without report
+//! code. Left out: the published tables of E1 (b)-(d) and E5's other tests
+//! (docs/experiments.md gives only E1 (a) and E5's single-stream figures),
+//! and E2, published qualitatively.
 
 use super::scenario::{self, Scenario, ScenarioError};
 
@@ -32,7 +36,97 @@ pub struct Experiment {
     pub scenario: Option<&'static str>,
     /// Which piece of work brings it, when it is still to come.
     pub comes_with: &'static str,
+    /// The figures the experiment is about: the report's headline A/B
+    /// table (baseline vs each other side) and its first plots.
+    pub headline: &'static [Headline],
+    /// Per-job table columns (fio jobs, found in the results as
+    /// `fio.JOB.SUFFIX`); empty: no per-job table.
+    pub per_job: &'static [Column],
+    /// "Where time goes" table columns, one row per variant label (sweep
+    /// point); empty: no such table.
+    pub breakdown: &'static [Column],
 }
+
+/// A headline figure: a metric (or a pattern of them) and the statistics
+/// the report compares between the baseline and the other sides.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Headline {
+    /// Metric name, or a pattern where `*` stands for any text
+    /// (`fio.*dontcache*.write_bw`); a pattern gives one row per metric
+    /// it matches in the results, in name order.
+    pub metric: &'static str,
+    /// Statistics compared: `mean` (a scalar's value), `p50`, `p99`...
+    pub stats: &'static [&'static str],
+    /// The unit shown (the simulated values are converted to it).
+    pub unit: &'static str,
+}
+
+/// How a [`Column`] combines the metrics its pattern matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Combine {
+    /// Sum of the matched metrics (per-context CPU, per-AG lock wait).
+    Sum,
+    /// Mean of the matched metrics (device utilisation over devices).
+    Mean,
+}
+
+/// One column of a per-job or "where time goes" table.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Column {
+    /// Column heading.
+    pub heading: &'static str,
+    /// Metric pattern (`*` = any text). For a per-job table, the suffix
+    /// after `fio.JOB.` (`write_bw`, `clat`).
+    pub metric: &'static str,
+    /// Statistic (`mean` for a scalar's value, `p99`...).
+    pub stat: &'static str,
+    /// Unit shown.
+    pub unit: &'static str,
+    /// How several matches combine.
+    pub combine: Combine,
+}
+
+/// Shorthand for a headline entry.
+const fn hl(metric: &'static str, stats: &'static [&'static str], unit: &'static str) -> Headline {
+    Headline {
+        metric,
+        stats,
+        unit,
+    }
+}
+
+/// Shorthand for a table column.
+const fn col(
+    heading: &'static str,
+    metric: &'static str,
+    stat: &'static str,
+    unit: &'static str,
+    combine: Combine,
+) -> Column {
+    Column {
+        heading,
+        metric,
+        stat,
+        unit,
+        combine,
+    }
+}
+
+/// The per-job columns of fio-driven experiments: bandwidth, completion
+/// latency percentiles and the peak of dirty memory during the job.
+const FIO_JOB_COLUMNS: &[Column] = &[
+    col("MB/s", "write_bw", "mean", "MB/s", Combine::Sum),
+    col("clat p50 (us)", "clat", "p50", "us", Combine::Mean),
+    col("clat p99 (us)", "clat", "p99", "us", Combine::Mean),
+    col("clat p99.9 (us)", "clat", "p99.9", "us", Combine::Mean),
+    col(
+        "peak dirty (MiB)",
+        "peak_dirty",
+        "mean",
+        "MiB",
+        Combine::Mean,
+    ),
+];
 
 impl Experiment {
     /// The switch's sides in the order the catalog lists them (baseline
@@ -74,6 +168,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published_note: "",
         scenario: Some(include_str!("../../../../scenarios/cgwb-umount.toml")),
         comes_with: "the cgroup writeback issue",
+        headline: &[hl("umount.elapsed", &["p50", "p95", "p99", "max"], "ms")],
+        per_job: &[],
+        breakdown: &[],
     },
     Experiment {
         code: "E2",
@@ -89,6 +186,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
                          second to a few seconds.",
         scenario: None,
         comes_with: "the btrfs issue",
+        headline: &[],
+        per_job: &[],
+        breakdown: &[],
     },
     Experiment {
         code: "E3",
@@ -101,6 +201,12 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published_note: "",
         scenario: Some(include_str!("../../../../scenarios/lazy-umount.toml")),
         comes_with: "the mount lifecycle issue",
+        headline: &[
+            hl("umount.elapsed", &["mean"], "s"),
+            hl("umount_lazy.elapsed", &["mean"], "s"),
+        ],
+        per_job: &[],
+        breakdown: &[],
     },
     Experiment {
         code: "E4",
@@ -111,8 +217,78 @@ pub const EXPERIMENTS: &[Experiment] = &[
                 buffered random 4 KiB writes (io_uring) to 1 GiB files in separate \
                 directories; sweep of nr_wb_ctx.",
         published_note: "",
-        scenario: None,
+        scenario: Some(include_str!(
+            "../../../../scenarios/parallel-writeback.toml"
+        )),
         comes_with: "the parallel writeback / XFS issue",
+        headline: &[hl("write.bw", &["mean"], "MiB/s")],
+        per_job: &[],
+        breakdown: &[
+            col("MiB/s", "write.bw", "mean", "MiB/s", Combine::Sum),
+            col(
+                "contexts active",
+                "wb.*.ctx_active",
+                "mean",
+                "count",
+                Combine::Sum,
+            ),
+            col(
+                "flusher CPU (ms, all contexts)",
+                "wb.*.flusher_cpu",
+                "mean",
+                "ms",
+                Combine::Sum,
+            ),
+            col(
+                "AGF lock wait (ms, all AGs)",
+                "lock.xfs_agf:*.wait_total",
+                "mean",
+                "ms",
+                Combine::Sum,
+            ),
+            col(
+                "AGF lock hold (ms, all AGs)",
+                "lock.xfs_agf:*.hold_total",
+                "mean",
+                "ms",
+                Combine::Sum,
+            ),
+            col(
+                "i_lock wait (ms)",
+                "lock.xfs:i_lock.*.wait_total",
+                "mean",
+                "ms",
+                Combine::Sum,
+            ),
+            col(
+                "i_rwsem wait (ms)",
+                "lock.xfs:i_rwsem.*.wait_total",
+                "mean",
+                "ms",
+                Combine::Sum,
+            ),
+            col(
+                "writer throttle pause mean (ms)",
+                "bdp.pause",
+                "mean",
+                "ms",
+                Combine::Mean,
+            ),
+            col(
+                "device busy (%)",
+                "device.*.util",
+                "mean",
+                "percent",
+                Combine::Mean,
+            ),
+            col(
+                "simulated (s)",
+                "run.simulated_time",
+                "mean",
+                "s",
+                Combine::Mean,
+            ),
+        ],
     },
     Experiment {
         code: "E5",
@@ -124,6 +300,12 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published_note: "",
         scenario: Some(include_str!("../../../../scenarios/dontcache.toml")),
         comes_with: "the RWF_DONTCACHE issue",
+        headline: &[
+            hl("fio.*dontcache*.write_bw", &["mean"], "MB/s"),
+            hl("fio.*-dontcache.clat", &["p50", "p99", "p99.9"], "us"),
+        ],
+        per_job: FIO_JOB_COLUMNS,
+        breakdown: &[],
     },
 ];
 

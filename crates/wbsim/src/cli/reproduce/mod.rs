@@ -5,13 +5,18 @@
 //! DIR/report.md and DIR/index.html made from the results files, and a
 //! summary table on stdout.
 //!
+//! Which built-in experiments run without `--only` is [`IN_REPRODUCE`]
+//! (one line each); `--only ID` runs any experiment with a scenario.
+//!
 //! Each run is single-threaded (docs/design.md principle 4); a rayon pool of
-//! `--jobs` threads runs several at once. A failed (or panicking) run
+//! `--jobs` threads runs several at once, sweep points included (each
+//! variant x sweep point x repetition is its own run). Runs start longest
+//! first (by simulated duration), so a slow sweep does not trail alone. A failed (or panicking) run
 //! leaves a failed-run record instead of results, the others go on, the
 //! report marks it, and the exit code is 1. Files of earlier runs of the
 //! selected scenarios are removed first; results of other experiments in
-//! DIR/results stay and are reported too. Leaves out scheduling by cost
-//! (runs are taken in plan order).
+//! DIR/results stay and are reported too. Leaves out scheduling by
+//! measured cost (simulated duration stands in for it).
 
 mod plan;
 mod progress;
@@ -31,6 +36,29 @@ use crate::experiment::scenario::{self, Scenario};
 
 use plan::Planned;
 use progress::Progress;
+
+/// The built-in experiments `wbsim reproduce` runs when no `--only` is
+/// given, with whether each is in. One line per experiment: turning one on
+/// or off is a one-line change. An experiment without a built-in scenario
+/// is reported as still to come either way.
+pub const IN_REPRODUCE: &[(&str, bool)] = &[
+    ("cgwb-umount", true),
+    ("btrfs-csum-commit-root", true),
+    ("lazy-umount", true),
+    // E4: off until its run time is measured (24 sweep points of 40 s
+    // simulated each); `--only E4` runs it.
+    ("parallel-writeback", false),
+    ("dontcache", true),
+];
+
+/// Whether `id` runs by default (an experiment the list does not name
+/// runs: a new catalog entry is in until listed otherwise).
+pub fn in_reproduce(id: &str) -> bool {
+    IN_REPRODUCE
+        .iter()
+        .find(|(e, _)| *e == id)
+        .is_none_or(|(_, on)| *on)
+}
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -74,13 +102,21 @@ fn select(args: &Args) -> anyhow::Result<Vec<Scenario>> {
         }
     }
     let wanted = |id: &str| {
-        args.only.is_empty()
+        (args.only.is_empty() && in_reproduce(id))
             || args
                 .only
                 .iter()
                 .any(|n| n == id || catalog::find(n).is_some_and(|e| e.id == id))
     };
     let mut out = Vec::new();
+    if args.only.is_empty() {
+        for e in EXPERIMENTS.iter().filter(|e| !in_reproduce(e.id)) {
+            println!(
+                "{} {:<24} not in the default set (cli/reproduce IN_REPRODUCE); --only {} runs it",
+                e.code, e.id, e.code
+            );
+        }
+    }
     for e in EXPERIMENTS.iter().filter(|e| wanted(e.id)) {
         if extra.iter().any(|s| s.name == e.id) {
             continue;
@@ -154,7 +190,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .with_context(|| format!("{}: cannot create", results_dir.display()))?;
     remove_stale(&results_dir, &scenarios)?;
 
-    let planned = plan::plan(&scenarios, args.quick);
+    let mut planned = plan::plan(&scenarios, args.quick);
+    plan::longest_first(&mut planned, args.quick);
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
@@ -213,4 +250,21 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         html.display()
     );
     Ok(if failed > 0 { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reproduce_list_names_every_experiment_once() {
+        for e in EXPERIMENTS {
+            let n = IN_REPRODUCE.iter().filter(|(id, _)| *id == e.id).count();
+            assert_eq!(n, 1, "{} in IN_REPRODUCE", e.id);
+        }
+        assert_eq!(IN_REPRODUCE.len(), EXPERIMENTS.len());
+        assert!(!in_reproduce("parallel-writeback"));
+        assert!(in_reproduce("dontcache"));
+        assert!(in_reproduce("a-new-experiment"));
+    }
 }

@@ -3,8 +3,9 @@
 //! index, in a fixed order (scenario, variant in file order, sweep point,
 //! repetition).
 //!
-//! Leaves out running them (reproduce.rs) and the shortened durations of
-//! `--quick` (the runner applies those).
+//! [`longest_first`] reorders them for the pool (results do not depend on
+//! the order). Leaves out running them (reproduce.rs) and the shortened
+//! durations of `--quick` (the runner applies those).
 
 use crate::experiment::runner::{repetitions, RunOptions};
 use crate::experiment::scenario::{ResolvedVariant, Scenario};
@@ -50,4 +51,18 @@ pub fn plan(scenarios: &[Scenario], quick: bool) -> Vec<Planned<'_>> {
         }
     }
     out
+}
+
+/// Sorts `planned` by simulated duration, longest first (stable: ties
+/// keep plan order), so the pool starts the slow runs (sweeps of long
+/// scenarios) first instead of leaving one to finish alone.
+pub fn longest_first(planned: &mut [Planned<'_>], quick: bool) {
+    planned.sort_by_key(|p| {
+        let d = if quick {
+            p.scenario.quick_duration_ns
+        } else {
+            p.scenario.duration_ns
+        };
+        std::cmp::Reverse(d)
+    });
 }

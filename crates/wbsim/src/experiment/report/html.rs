@@ -1,14 +1,23 @@
 //! index.html: one self-contained page (inline CSS and SVG, no network, no
 //! JavaScript) with the same content as report.md plus plots.
 //!
+//! Order per experiment: the headline A/B table first, the per-job and
+//! "where time goes" tables, failed runs, plots, the setup, and only then
+//! (collapsed in `<details>`) published/live comparisons and the full
+//! metric table.
+//!
 //! Structure a test can find: a `<nav>` summary, then per experiment
 //! `<section id="ID" class="experiment has-results|no-results">`, tables
-//! `class="simulated|published|live"`, `<ul class="failed-runs">` with
-//! `<li class="failed-run">`, and `<figure class="plot plot-KIND">` holding
-//! an inline `<svg>`. Leaves out interactivity and any date or host fact.
+//! `class="headline|per-job|breakdown|simulated|published|live"`, ratio
+//! cells `class="num ratio-off"` (outside 1.5x) or `"num ratio-within"`,
+//! `<ul class="failed-runs">` with `<li class="failed-run">`, and
+//! `<figure class="plot plot-KIND" data-points="N">` holding an inline
+//! `<svg>` (N: the points drawn). Leaves out interactivity and any date or
+//! host fact.
 
 use super::format::html as esc;
 use super::group::ExperimentGroup;
+use super::headline;
 use super::plots;
 use super::setup;
 use super::summary;
@@ -23,10 +32,29 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}\
 section.experiment{border-top:2px solid #888;margin-top:2em}\
 .failed-run{color:#a00}.pending{font-style:italic;color:#555}\
 .plots{display:flex;flex-wrap:wrap;gap:8px}figure.plot{margin:0}\
-figcaption{font-size:80%;color:#555}dl.setup dt{font-weight:bold}dl.setup dd{margin:0 0 .3em 1em}";
+figcaption{font-size:80%;color:#555}dl.setup dt{font-weight:bold}dl.setup dd{margin:0 0 .3em 1em}\
+td.ratio-off{background:#fdd;color:#900;font-weight:bold}td.ratio-within{background:#dfd}\
+td.sig{font-weight:bold}table.headline th{background:#dde6f0}details{margin:.5em 0}";
 
 fn is_num(c: &str) -> bool {
-    c == "n/a" || c.trim_end_matches('x').parse::<f64>().is_ok() || c.contains(" ± ")
+    let first = c.split(' ').next().unwrap_or_default();
+    c == "n/a" || first.trim_end_matches(['x', '%']).parse::<f64>().is_ok() || c.contains(" ± ")
+}
+
+/// The CSS class of a cell: numbers right-aligned, ratios coloured by
+/// their verdict, significant changes bold.
+fn cell_class(c: &str) -> Option<&'static str> {
+    if c.contains("outside 1.5x") {
+        Some("num ratio-off")
+    } else if c.contains("within 1.5x") {
+        Some("num ratio-within")
+    } else if c.contains(", significant") {
+        Some("sig")
+    } else if is_num(c) {
+        Some("num")
+    } else {
+        None
+    }
 }
 
 fn table(t: &Table, class: &str) -> String {
@@ -38,8 +66,8 @@ fn table(t: &Table, class: &str) -> String {
     for r in &t.rows {
         out.push_str("<tr>");
         for c in r {
-            if is_num(c) {
-                out.push_str(&format!("<td class=\"num\">{}</td>", esc(c)));
+            if let Some(class) = cell_class(c) {
+                out.push_str(&format!("<td class=\"{class}\">{}</td>", esc(c)));
             } else {
                 out.push_str(&format!("<td>{}</td>", esc(c)));
             }
@@ -58,7 +86,10 @@ fn plots_html(g: &ExperimentGroup<'_>) -> String {
     let mut out = String::from("<h3>Plots</h3>\n<div class=\"plots\">\n");
     for p in &plots {
         let kind = p.kind.name();
-        out.push_str(&format!("<figure class=\"plot plot-{kind}\">\n"));
+        let n: usize = p.lines.iter().map(|l| l.1.len()).sum();
+        out.push_str(&format!(
+            "<figure class=\"plot plot-{kind}\" data-points=\"{n}\">\n"
+        ));
         match svg::render(p) {
             Ok(s) => out.push_str(&s),
             Err(e) => out.push_str(&format!(
@@ -67,8 +98,13 @@ fn plots_html(g: &ExperimentGroup<'_>) -> String {
                 esc(&e)
             )),
         }
+        let published = if p.markers.is_empty() {
+            ""
+        } else {
+            "; triangles: published figures"
+        };
         out.push_str(&format!(
-            "\n<figcaption>{} ({kind})</figcaption>\n</figure>\n",
+            "\n<figcaption>{} ({kind}{published})</figcaption>\n</figure>\n",
             esc(&p.title)
         ));
     }
@@ -87,31 +123,31 @@ fn section(g: &ExperimentGroup<'_>, live: &[ExperimentGroup<'_>]) -> String {
         None => g.id.clone(),
     };
     let mut out = format!(
-        "<section id=\"{}\" class=\"experiment {has}\">\n<h2>{}</h2>\n<dl class=\"setup\">\n",
+        "<section id=\"{}\" class=\"experiment {has}\">\n<h2>{}</h2>\n<p class=\"switch\"><strong>Switch</strong>: <code>{}</code></p>\n",
         esc(&g.id),
-        esc(&title)
+        esc(&title),
+        esc(g.experiment.map_or("", |e| e.switch))
     );
-    for (k, v) in setup::lines(g) {
-        out.push_str(&format!("<dt>{}</dt><dd>{}</dd>\n", esc(k), esc(&v)));
-    }
-    out.push_str("</dl>\n");
     if let Some(p) = setup::pending(g) {
         out.push_str(&format!("<p class=\"pending\">{}</p>\n", esc(&p)));
     }
-    let sim = tables::simulated(g);
-    if !sim.rows.is_empty() {
-        out.push_str("<h3>Simulated results</h3>\n");
-        out.push_str(&table(&sim, "simulated"));
+    let head = headline::headline(g);
+    if !head.rows.is_empty() {
+        out.push_str(&format!(
+            "<h3>Headline: baseline vs patched</h3>\n<p class=\"note\">{}</p>\n",
+            esc(setup::HEADLINE_NOTE)
+        ));
+        out.push_str(&table(&head, "headline"));
     }
-    let live_g = setup::live_for(g, live);
-    let published = tables::published(g, live_g);
-    if !published.rows.is_empty() {
-        out.push_str("<h3>Published vs simulated</h3>\n");
-        out.push_str(&table(&published, "published"));
+    let jobs = headline::per_job(g);
+    if !jobs.rows.is_empty() {
+        out.push_str("<h3>Per job</h3>\n");
+        out.push_str(&table(&jobs, "per-job"));
     }
-    if let Some(l) = live_g {
-        out.push_str("<h3>Live probe vs simulated</h3>\n");
-        out.push_str(&table(&tables::live(g, l), "live"));
+    let bd = headline::breakdown(g);
+    if !bd.rows.is_empty() {
+        out.push_str("<h3>Where time goes, per point</h3>\n");
+        out.push_str(&table(&bd, "breakdown"));
     }
     let failed = tables::failed(g);
     if !failed.is_empty() {
@@ -126,6 +162,31 @@ fn section(g: &ExperimentGroup<'_>, live: &[ExperimentGroup<'_>]) -> String {
         out.push_str("</ul>\n");
     }
     out.push_str(&plots_html(g));
+    out.push_str("<h3>Setup</h3>\n<dl class=\"setup\">\n");
+    for (k, v) in setup::lines(g) {
+        out.push_str(&format!("<dt>{}</dt><dd>{}</dd>\n", esc(k), esc(&v)));
+    }
+    out.push_str("</dl>\n");
+    let live_g = setup::live_for(g, live);
+    let published = tables::published(g, live_g);
+    if !published.rows.is_empty() {
+        out.push_str("<details>\n<summary>Every published figure vs simulated</summary>\n");
+        out.push_str(&table(&published, "published"));
+        out.push_str("</details>\n");
+    }
+    if let Some(l) = live_g {
+        out.push_str("<h3>Live probe vs simulated</h3>\n");
+        out.push_str(&table(&tables::live(g, l), "live"));
+    }
+    let sim = tables::simulated(g);
+    if !sim.rows.is_empty() {
+        out.push_str(&format!(
+            "<details>\n<summary>Every metric ({} rows)</summary>\n",
+            sim.rows.len()
+        ));
+        out.push_str(&table(&sim, "simulated"));
+        out.push_str("</details>\n");
+    }
     out.push_str("</section>\n");
     out
 }
@@ -143,6 +204,7 @@ fn nav(groups: &[ExperimentGroup<'_>]) -> String {
             r.ok.to_string(),
             r.failed.to_string(),
             r.matched,
+            r.within,
             r.ratios,
         ]);
     }

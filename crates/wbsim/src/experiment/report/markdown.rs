@@ -1,12 +1,14 @@
-//! report.md: the summary table, then per experiment its setup, the
-//! simulated results, published and live figures beside them, and the
-//! failed runs.
+//! report.md: the summary table, then per experiment the headline A/B
+//! table, the per-job and "where time goes" tables, failed runs, the
+//! setup, live figures, and (collapsed) every published figure and every
+//! metric.
 //!
 //! GitHub-flavoured Markdown; each experiment has an `<a id="ID">` anchor.
 //! Leaves out plots (index.html has them).
 
 use super::format::md;
 use super::group::ExperimentGroup;
+use super::headline;
 use super::setup;
 use super::tables::{self, Table};
 
@@ -30,27 +32,27 @@ fn section(g: &ExperimentGroup<'_>, live: &[ExperimentGroup<'_>]) -> String {
         None => g.id.clone(),
     };
     let mut out = format!("<a id=\"{}\"></a>\n\n## {}\n\n", g.id, md(&title));
-    for (k, v) in setup::lines(g) {
-        out.push_str(&format!("- **{k}**: {}\n", md(&v)));
+    if let Some(e) = g.experiment {
+        out.push_str(&format!("**Switch**: `{}`\n\n", e.switch));
     }
-    out.push('\n');
     if let Some(p) = setup::pending(g) {
         out.push_str(&format!("_{p}_\n\n"));
     }
-    let sim = tables::simulated(g);
-    if !sim.rows.is_empty() {
-        out.push_str("### Simulated results\n\n");
-        out.push_str(&table(&sim));
+    let head = headline::headline(g);
+    if !head.rows.is_empty() {
+        out.push_str("### Headline: baseline vs patched\n\n");
+        out.push_str(&format!("_{}_\n\n", md(setup::HEADLINE_NOTE)));
+        out.push_str(&table(&head));
     }
-    let live_g = setup::live_for(g, live);
-    let published = tables::published(g, live_g);
-    if !published.rows.is_empty() {
-        out.push_str("### Published vs simulated\n\n");
-        out.push_str(&table(&published));
+    let jobs = headline::per_job(g);
+    if !jobs.rows.is_empty() {
+        out.push_str("### Per job\n\n");
+        out.push_str(&table(&jobs));
     }
-    if let Some(l) = live_g {
-        out.push_str("### Live probe vs simulated\n\n");
-        out.push_str(&table(&tables::live(g, l)));
+    let bd = headline::breakdown(g);
+    if !bd.rows.is_empty() {
+        out.push_str("### Where time goes, per point\n\n");
+        out.push_str(&table(&bd));
     }
     let failed = tables::failed(g);
     if !failed.is_empty() {
@@ -63,6 +65,31 @@ fn section(g: &ExperimentGroup<'_>, live: &[ExperimentGroup<'_>]) -> String {
             ));
         }
         out.push('\n');
+    }
+    out.push_str("### Setup\n\n");
+    for (k, v) in setup::lines(g) {
+        out.push_str(&format!("- **{k}**: {}\n", md(&v)));
+    }
+    out.push('\n');
+    let live_g = setup::live_for(g, live);
+    if let Some(l) = live_g {
+        out.push_str("### Live probe vs simulated\n\n");
+        out.push_str(&table(&tables::live(g, l)));
+    }
+    let published = tables::published(g, live_g);
+    if !published.rows.is_empty() {
+        out.push_str("<details>\n<summary>Every published figure vs simulated</summary>\n\n");
+        out.push_str(&table(&published));
+        out.push_str("</details>\n\n");
+    }
+    let sim = tables::simulated(g);
+    if !sim.rows.is_empty() {
+        out.push_str(&format!(
+            "<details>\n<summary>Every metric ({} rows)</summary>\n\n",
+            sim.rows.len()
+        ));
+        out.push_str(&table(&sim));
+        out.push_str("</details>\n\n");
     }
     out
 }

@@ -13,11 +13,13 @@
 pub mod compare;
 pub mod format;
 pub mod group;
+pub mod headline;
 pub mod html;
 pub mod input;
 pub mod markdown;
 pub mod plots;
 pub mod setup;
+pub mod stats;
 pub mod summary;
 pub mod svg;
 pub mod tables;

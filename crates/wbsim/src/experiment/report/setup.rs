@@ -17,7 +17,6 @@ pub fn lines(g: &ExperimentGroup<'_>) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     match g.experiment {
         Some(e) => {
-            out.push(("Switch", e.switch.to_string()));
             out.push(("Published setup", e.setup.to_string()));
             if !e.published_note.is_empty() {
                 out.push(("Published", e.published_note.to_string()));
@@ -184,6 +183,14 @@ pub fn pending(g: &ExperimentGroup<'_>) -> Option<String> {
         _ => "No results for this experiment in the inputs.".to_string(),
     })
 }
+
+/// What the headline table's columns mean (shown above it).
+pub const HEADLINE_NOTE: &str = "Baseline = the switch's first side; each other side is \
+    compared with it at the same sweep point. Values are means over repetitions (seeds); \
+    change = (patched - baseline) / baseline; significance: Welch's two-sided t-test over \
+    the repetitions (p < 0.05 = significant; one run per side: n too small). \
+    sim/published: the ratio to the published figure, marked \"outside 1.5x\" when it is \
+    more than 1.5x off either way (not an agreement), n/a when nothing was published.";
 
 /// The document's opening line (no date or host: reports are reproducible).
 pub fn preamble(groups: &[ExperimentGroup<'_>], files: usize) -> String {

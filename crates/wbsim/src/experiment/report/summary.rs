@@ -1,6 +1,6 @@
 //! The short per-experiment summary: runs, failures, and how the simulated
-//! figures compare with the published ones (how many matched, the range of
-//! ratios). Printed on stdout by `reproduce` and `report`, and at the top
+//! figures compare with the published ones (how many have a simulated
+//! value, how many of those are within 1.5x, the range of ratios). Printed on stdout by `reproduce` and `report`, and at the top
 //! of report.md.
 //!
 //! Leaves out per-metric detail (the report has it).
@@ -24,6 +24,8 @@ pub struct Row {
     pub failed: usize,
     /// Published figures with a simulated value, of all published.
     pub matched: String,
+    /// Of those, how many are within 1.5x (`2/4`), or n/a.
+    pub within: String,
     /// Range of simulated/published ratios (`0.91x..1.30x`) or n/a.
     pub ratios: String,
 }
@@ -60,6 +62,18 @@ pub fn rows(groups: &[ExperimentGroup<'_>]) -> Vec<Row> {
                 ok,
                 failed,
                 matched: format!("{}/{}", ratios.len(), pubs.len()),
+                within: if ratios.is_empty() {
+                    NA.to_string()
+                } else {
+                    format!(
+                        "{}/{}",
+                        ratios
+                            .iter()
+                            .filter(|r| super::headline::within(**r))
+                            .count(),
+                        ratios.len()
+                    )
+                },
                 ratios: ratio_text,
             }
         })
@@ -67,17 +81,18 @@ pub fn rows(groups: &[ExperimentGroup<'_>]) -> Vec<Row> {
 }
 
 /// Column headings.
-pub const HEADINGS: [&str; 7] = [
+pub const HEADINGS: [&str; 8] = [
     "exp",
     "id",
     "status",
     "runs ok",
     "failed",
-    "published matched",
-    "sim/published",
+    "published: simulated",
+    "within 1.5x",
+    "sim/published range",
 ];
 
-fn cells(r: &Row) -> [String; 7] {
+fn cells(r: &Row) -> [String; 8] {
     [
         r.code.clone(),
         r.id.clone(),
@@ -85,20 +100,21 @@ fn cells(r: &Row) -> [String; 7] {
         r.ok.to_string(),
         r.failed.to_string(),
         r.matched.clone(),
+        r.within.clone(),
         r.ratios.clone(),
     ]
 }
 
 /// The table as aligned plain text.
 pub fn render(groups: &[ExperimentGroup<'_>]) -> String {
-    let rows: Vec<[String; 7]> = rows(groups).iter().map(cells).collect();
+    let rows: Vec<[String; 8]> = rows(groups).iter().map(cells).collect();
     let mut width = HEADINGS.map(str::len);
     for r in &rows {
         for (w, c) in width.iter_mut().zip(r) {
             *w = (*w).max(c.len());
         }
     }
-    let line = |cells: &[String; 7]| {
+    let line = |cells: &[String; 8]| {
         let parts: Vec<String> = cells
             .iter()
             .zip(width)

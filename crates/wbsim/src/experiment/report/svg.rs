@@ -1,11 +1,13 @@
 //! Draws a [`Plot`] as an SVG string with plotters' SVG backend, for
-//! inlining in index.html: line charts (CDF, sweep, series) and bar charts.
+//! inlining in index.html: line charts (CDF, sweep, series) and horizontal
+//! grouped bar charts, with published figures as black-edged triangles.
 //!
 //! Deterministic: fixed size, fixed palette, no timestamps or ids, so the
 //! same plot gives the same bytes. Leaves out interactivity (no
 //! JavaScript) and log axes.
 
 use plotters::coord::ranged1d::SegmentValue;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::plots::{Plot, PlotKind};
@@ -62,8 +64,12 @@ fn tick(v: f64) -> String {
 /// The plot as an `<svg>` element, or an error message.
 pub fn render(p: &Plot) -> Result<String, String> {
     let mut out = String::new();
+    let size = match p.kind {
+        PlotKind::Bars => (SIZE.0, bars_height(p)),
+        _ => SIZE,
+    };
     {
-        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         match p.kind {
             PlotKind::Bars => bars(&root, p)?,
@@ -77,7 +83,11 @@ pub fn render(p: &Plot) -> Result<String, String> {
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
 fn lines(root: &Area<'_>, p: &Plot) -> Result<(), String> {
-    let pts = p.lines.iter().flat_map(|l| l.1.iter());
+    let pts = p
+        .lines
+        .iter()
+        .chain(p.markers.iter())
+        .flat_map(|l| l.1.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for &(x, y) in pts {
         x0 = x0.min(x);
@@ -121,6 +131,7 @@ fn lines(root: &Area<'_>, p: &Plot) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
         }
     }
+    draw_markers(&mut chart, p)?;
     let pos = if p.kind == PlotKind::Cdf {
         SeriesLabelPosition::LowerRight
     } else {
@@ -136,51 +147,127 @@ fn lines(root: &Area<'_>, p: &Plot) -> Result<(), String> {
     Ok(())
 }
 
+/// A marker's colour: the colour of the line or bar it belongs to
+/// (`published NAME` belongs to the first line whose name starts with
+/// NAME), black if none.
+fn marker_colour(p: &Plot, name: &str) -> RGBColor {
+    let owner = name.strip_prefix("published ").unwrap_or(name);
+    p.lines
+        .iter()
+        .position(|l| l.0 == owner || l.0.starts_with(&format!("{owner}[")))
+        .map_or(BLACK, colour)
+}
+
+/// Draws the published points of a line chart as triangles.
+fn draw_markers<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    p: &Plot,
+) -> Result<(), String> {
+    for (name, pts) in &p.markers {
+        let c = marker_colour(p, name);
+        chart
+            .draw_series(pts.iter().map(|&q| {
+                EmptyElement::at(q)
+                    + TriangleMarker::new((0, 0), 7, c.filled())
+                    + TriangleMarker::new((0, 0), 7, BLACK.stroke_width(1))
+            }))
+            .map_err(|e| e.to_string())?
+            .label(name.as_str())
+            .legend(move |(x, y)| TriangleMarker::new((x + 8, y), 6, c.filled()));
+    }
+    Ok(())
+}
+
+/// Rows of a grouped bar chart: per category one slot per line and a gap.
+fn bar_slots(p: &Plot) -> usize {
+    p.categories.len().max(1) * (p.lines.len().max(1) + 1)
+}
+
+/// Height of a bar chart: enough for every slot.
+fn bars_height(p: &Plot) -> u32 {
+    (80 + 12 * bar_slots(p) as u32).max(SIZE.1)
+}
+
 fn bars(root: &Area<'_>, p: &Plot) -> Result<(), String> {
-    let values: Vec<(&str, f64)> = p
+    let per = p.lines.len().max(1) + 1;
+    let slots = bar_slots(p);
+    let slot = |cat: f64, line: usize| (cat as usize) * per + line;
+    let vals = p
         .lines
         .iter()
-        .filter_map(|(n, pts)| Some((n.as_str(), pts.first()?.1)))
-        .collect();
-    let n = values.len().max(1);
-    // An integer range includes its end: 0..n-1 gives n segments (one slot
-    // for a single bar: 0..0 would be empty).
-    let last = (n - 1).max(1);
-    let hi = values.iter().map(|v| v.1).fold(f64::MIN, f64::max);
-    let lo = values.iter().map(|v| v.1).fold(f64::MAX, f64::min);
+        .chain(p.markers.iter())
+        .flat_map(|l| l.1.iter().map(|q| q.1));
+    let hi = vals.clone().fold(f64::MIN, f64::max);
+    let lo = vals.fold(f64::MAX, f64::min);
+    let label_width = p
+        .categories
+        .iter()
+        .map(|c| c.len())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 40) as u32
+        * 7
+        + 10;
     let mut chart = ChartBuilder::on(root)
         .caption(&p.title, ("sans-serif", 16))
         .margin(10)
         .x_label_area_size(36)
-        .y_label_area_size(60)
-        .build_cartesian_2d((0..last).into_segmented(), range(lo, hi, true))
+        .y_label_area_size(label_width)
+        .build_cartesian_2d(range(lo, hi, true), (0..slots - 1).into_segmented())
         .map_err(|e| e.to_string())?;
+    let cats = &p.categories;
     let label = |v: &SegmentValue<usize>| match v {
-        SegmentValue::CenterOf(i) => values.get(*i).map(|x| x.0.to_string()).unwrap_or_default(),
+        SegmentValue::CenterOf(i) if i % per == 0 => cats.get(i / per).cloned().unwrap_or_default(),
         _ => String::new(),
     };
     chart
         .configure_mesh()
-        .disable_x_mesh()
+        .disable_y_mesh()
         .x_desc(p.x_label.as_str())
-        .y_desc(p.y_label.as_str())
-        .x_labels(n)
-        .x_label_formatter(&label)
-        .y_label_formatter(&|v| tick(*v))
+        .y_labels(slots)
+        .y_label_formatter(&label)
+        .x_label_formatter(&|v| tick(*v))
         .draw()
         .map_err(|e| e.to_string())?;
+    for (j, (name, pts)) in p.lines.iter().enumerate() {
+        let c = colour(j);
+        chart
+            .draw_series(pts.iter().map(|&(cat, v)| {
+                let i = slot(cat, j);
+                let mut r = Rectangle::new(
+                    [
+                        (0.0, SegmentValue::Exact(i)),
+                        (v, SegmentValue::Exact(i + 1)),
+                    ],
+                    c.filled(),
+                );
+                r.set_margin(1, 1, 0, 0);
+                r
+            }))
+            .map_err(|e| e.to_string())?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+    }
+    for (name, pts) in &p.markers {
+        let owner = name.strip_prefix("published ").unwrap_or(name);
+        let j = p.lines.iter().position(|l| l.0 == owner).unwrap_or(0);
+        let c = colour(j);
+        chart
+            .draw_series(pts.iter().map(|&(cat, v)| {
+                EmptyElement::at((v, SegmentValue::CenterOf(slot(cat, j))))
+                    + TriangleMarker::new((0, 0), 7, c.mix(0.6).filled())
+                    + TriangleMarker::new((0, 0), 7, BLACK.stroke_width(1))
+            }))
+            .map_err(|e| e.to_string())?
+            .label(name.as_str())
+            .legend(move |(x, y)| TriangleMarker::new((x + 6, y), 6, BLACK.filled()));
+    }
     chart
-        .draw_series(values.iter().enumerate().map(|(i, (_, v))| {
-            let mut r = Rectangle::new(
-                [
-                    (SegmentValue::Exact(i), 0.0),
-                    (SegmentValue::Exact(i + 1), *v),
-                ],
-                colour(i).filled(),
-            );
-            r.set_margin(0, 0, 8, 8);
-            r
-        }))
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
         .map_err(|e| e.to_string())?;
     Ok(())
 }

@@ -89,7 +89,7 @@ pub fn published(g: &ExperimentGroup<'_>, live: Option<&ExperimentGroup<'_>>) ->
             p.unit.to_string(),
             num(Some(p.value)),
             num(r.simulated),
-            ratio(r.ratio),
+            super::headline::verdict(r.ratio),
             num(r.live),
         ]);
     }
