@@ -404,7 +404,7 @@ fn cgroup_cpus_out_of_range() {
 #[test]
 fn unknown_policy_value_lists_allowed() {
     let extra = "\n[variants.after]\numount_drain = \"per-sb\"\n";
-    check(&err(extra), ErrorKind::UnknownValue, line_of(extra, "umount_drain"), "umount_drain", &["invalid 'umount_drain' in [variants.after]: 'per-sb' is not allowed (expected one of: global, per_sb)"]);
+    check(&err(extra), ErrorKind::UnknownValue, line_of(extra, "umount_drain"), "umount_drain", &["invalid 'umount_drain' in [variants.after]: 'per-sb' is not allowed (expected one of: global, per_sb, none)"]);
     let extra = "\n[variants.v]\nwb_ctx_assign = 3\n";
     check(
         &err(extra),

@@ -11,6 +11,7 @@
 //! [`vfs::FsCosts`] table each (CPU costs as data): [`tmpfs`], [`ext4`],
 //! [`xfs`], [`btrfs`].
 
+pub mod boot;
 pub mod btrfs;
 pub mod ext4;
 pub mod extent;

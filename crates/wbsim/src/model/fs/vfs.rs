@@ -21,7 +21,6 @@ use std::rc::Rc;
 use sim::{Sim, TaskId, Time};
 
 use crate::model::block::BlockDevice;
-use crate::model::fs::fs_writeback::cleanup_offline_cgwb;
 use crate::model::fs::inode::{Inode, InodeRef};
 use crate::model::init::{CpuCosts, MachineConfig};
 use crate::model::kernel::locking::lock_stat::LockStats;
@@ -29,9 +28,9 @@ use crate::model::kernel::locking::RwSemaphore;
 use crate::model::kernel::rcu::Rcu;
 use crate::model::kernel::sched::Sched;
 use crate::model::kernel::wait::{VarKey, WaitVarTable};
-use crate::model::kernel::workqueue::{alloc_workqueue, DelayedWork, Work, Workqueue, WqFlags};
+use crate::model::kernel::workqueue::{alloc_workqueue, DelayedWork, Workqueue, WqFlags};
 use crate::model::kernel::{Kernel, KernelParams};
-use crate::model::mm::backing_dev::{cleanup_offline_cgwbs_workfn, Bdi, SyncMode, WbReason};
+use crate::model::mm::backing_dev::{Bdi, SyncMode, WbReason};
 use crate::model::mm::{Mm, MmParams};
 use crate::model::policy::{Policies, WbCtxAssign};
 
@@ -620,8 +619,13 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// Boots a machine in `sim`.
-    pub fn new(sim: &Sim, cfg: MachineConfig) -> Result<Rc<Self>, String> {
+    /// Assembles a machine in `sim`: the kernel services, mm and the VFS.
+    /// [`Machine::new`] (fs/boot.rs) boots it, adding the fs-side work items
+    /// mm/ needs.
+    pub(in crate::model::fs) fn assemble(
+        sim: &Sim,
+        cfg: MachineConfig,
+    ) -> Result<Rc<Self>, String> {
         let k = Rc::new(Kernel::boot(
             sim,
             &KernelParams {
@@ -648,23 +652,6 @@ impl Machine {
             policies: cfg.policies,
             process_start_ns: cfg.process_start_ns,
         });
-        // cleanup_offline_cgwbs_work: mm/'s loop over killed cgwbs calling
-        // fs/'s cleanup_offline_cgwb.
-        let wm = Rc::downgrade(&m);
-        m.mm()
-            .set_cgwb_cleanup_work(Work::new("cleanup_offline_cgwbs", move || {
-                let wm = wm.clone();
-                async move {
-                    if let Some(m) = wm.upgrade() {
-                        let m2 = m.clone();
-                        cleanup_offline_cgwbs_workfn(m.mm(), move |wb| {
-                            let m3 = m2.clone();
-                            async move { cleanup_offline_cgwb(&m3, wb).await }
-                        })
-                        .await;
-                    }
-                }
-            }));
         Ok(m)
     }
 

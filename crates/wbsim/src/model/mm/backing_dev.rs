@@ -19,7 +19,7 @@ use crate::model::kernel::workqueue::{
     cancel_delayed_work, flush_delayed_work, mod_delayed_work, queue_delayed_work, queue_work,
     DelayedWork,
 };
-use crate::model::mm::memcontrol::{MemCgroup, ROOT_MEM_CGROUP_ID};
+use crate::model::mm::memcontrol_defs::{MemCgroup, ROOT_MEM_CGROUP_ID};
 use crate::model::mm::page_writeback::limits::BdiDirtyConfig;
 use crate::model::mm::state::Mm;
 use crate::model::mm::vmstat::PAGE_SIZE;

@@ -10,6 +10,7 @@ pub mod backing_dev;
 pub mod backing_dev_defs;
 pub mod filemap;
 pub mod memcontrol;
+pub mod memcontrol_defs;
 pub mod mmzone;
 pub mod page_alloc;
 pub mod page_writeback;

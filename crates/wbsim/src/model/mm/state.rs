@@ -14,7 +14,7 @@ use sim::Time;
 
 use super::backing_dev_defs::{Bdi, Wb};
 use super::filemap::Delta;
-use super::memcontrol::MemcgTable;
+use super::memcontrol_defs::MemcgTable;
 use super::mmzone::Pgdat;
 use super::page_writeback::limits::{
     domain_dirty_limits, global_dirtyable_memory, writeback_set_ratelimit, DirtyThresholds, Hz,

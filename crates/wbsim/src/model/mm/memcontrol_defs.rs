@@ -1,0 +1,222 @@
+//! The memory cgroup types (include/linux/memcontrol.h): the memcg and the
+//! machine's memcg table, which the [`super::Mm`] handle holds. The
+//! functions that act on them are in memcontrol.rs (mm/memcontrol.c).
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use crate::model::kernel::sched::CgroupId;
+use crate::model::mm::backing_dev_defs::Wb;
+
+/// `mem_cgroup_id` of the root memcg. The kernel's root has id 1 (ids come
+/// from an IDR starting at 1); 0 means "no memcg" (`wb->memcg_css` of a root wb).
+pub const ROOT_MEM_CGROUP_ID: u64 = 1;
+
+/// One memory cgroup.
+pub struct MemCgroup {
+    /// `mem_cgroup_id()`: never reused while the memcg lives.
+    pub id: u64,
+    /// The scheduler's cgroup this memcg belongs to.
+    pub cgroup: CgroupId,
+    /// Parent memcg's id (None for the root).
+    pub parent: Option<u64>,
+    /// cgroupfs name (for traces).
+    pub name: String,
+    /// `memory.high`, bytes (None: max).
+    pub memory_high: Option<u64>,
+    /// `memory.max`, bytes (None: max).
+    pub memory_max: Option<u64>,
+    /// CSS_ONLINE: cleared by rmdir's offline.
+    online: Cell<bool>,
+    /// css references beyond the cgroup's own (its cgwbs; pages would too).
+    css_refs: Cell<u64>,
+    /// `memcg->cgwb_list`: the wbs of this memcg on every bdi and context.
+    pub(crate) cgwb_list: RefCell<Vec<Rc<Wb>>>,
+    /// The list was shut at offline (`memcg_cgwb_list->next = NULL`): no new
+    /// cgwb may be created for this memcg.
+    cgwb_list_closed: Cell<bool>,
+}
+
+impl MemCgroup {
+    /// Whether the memcg is online (CSS_ONLINE).
+    pub fn online(&self) -> bool {
+        self.online.get()
+    }
+
+    /// css references held beyond the cgroup's own.
+    pub fn css_refs(&self) -> u64 {
+        self.css_refs.get()
+    }
+
+    /// `css_get`.
+    pub fn css_get(&self) {
+        self.css_refs.set(self.css_refs.get() + 1);
+    }
+
+    /// `css_put`.
+    pub fn css_put(&self) {
+        self.css_refs.set(self.css_refs.get().saturating_sub(1));
+    }
+
+    /// A copy of `memcg->cgwb_list`.
+    pub fn cgwbs(&self) -> Vec<Rc<Wb>> {
+        self.cgwb_list.borrow().clone()
+    }
+
+    /// Links a new cgwb (`cgwb_create`); false once the list is shut.
+    pub(crate) fn cgwb_list_add(&self, wb: Rc<Wb>) -> bool {
+        if self.cgwb_list_closed.get() {
+            return false;
+        }
+        self.cgwb_list.borrow_mut().push(wb);
+        true
+    }
+
+    /// Unlinks a released cgwb.
+    pub(crate) fn cgwb_list_del(&self, wb: &Wb) {
+        self.cgwb_list.borrow_mut().retain(|w| w.id != wb.id);
+    }
+
+    /// Empties and shuts the cgwb list (offline); returns what was on it.
+    pub(crate) fn cgwb_list_close(&self) -> Vec<Rc<Wb>> {
+        self.cgwb_list_closed.set(true);
+        std::mem::take(&mut *self.cgwb_list.borrow_mut())
+    }
+}
+
+/// The memcg hierarchy of one machine (lives in the [`super::Mm`] handle).
+pub struct MemcgTable {
+    /// Every memcg still referenced, by id (online or offline).
+    by_id: RefCell<BTreeMap<u64, Rc<MemCgroup>>>,
+    /// The memcg of each scheduler cgroup that has one.
+    by_cgroup: RefCell<BTreeMap<CgroupId, u64>>,
+    /// Next id to hand out.
+    next_id: Cell<u64>,
+}
+
+impl MemcgTable {
+    /// A hierarchy with the root memcg only (tied to the root cgroup).
+    pub fn new() -> Self {
+        let root = Rc::new(MemCgroup {
+            id: ROOT_MEM_CGROUP_ID,
+            cgroup: CgroupId::ROOT,
+            parent: None,
+            name: "/".into(),
+            memory_high: None,
+            memory_max: None,
+            online: Cell::new(true),
+            css_refs: Cell::new(0),
+            cgwb_list: RefCell::new(Vec::new()),
+            cgwb_list_closed: Cell::new(false),
+        });
+        MemcgTable {
+            by_id: RefCell::new(BTreeMap::from([(ROOT_MEM_CGROUP_ID, root)])),
+            by_cgroup: RefCell::new(BTreeMap::from([(CgroupId::ROOT, ROOT_MEM_CGROUP_ID)])),
+            next_id: Cell::new(ROOT_MEM_CGROUP_ID + 1),
+        }
+    }
+
+    /// The root memcg.
+    pub fn root(&self) -> Rc<MemCgroup> {
+        self.by_id.borrow()[&ROOT_MEM_CGROUP_ID].clone()
+    }
+
+    /// The memcg with `id`, while it is referenced.
+    pub fn get(&self, id: u64) -> Option<Rc<MemCgroup>> {
+        self.by_id.borrow().get(&id).cloned()
+    }
+
+    /// Number of memcgs still referenced (online or offline), root included.
+    pub fn len(&self) -> usize {
+        self.by_id.borrow().len()
+    }
+
+    /// Always false: the root memcg exists.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// `mem_cgroup_css_alloc` + `mem_cgroup_css_online` for a cgroup made by
+    /// mkdir under `parent` (the root memcg when None).
+    pub fn css_online(
+        &self,
+        cgroup: CgroupId,
+        name: &str,
+        parent: Option<u64>,
+        memory_high: Option<u64>,
+        memory_max: Option<u64>,
+    ) -> Rc<MemCgroup> {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        let m = Rc::new(MemCgroup {
+            id,
+            cgroup,
+            parent: Some(parent.unwrap_or(ROOT_MEM_CGROUP_ID)),
+            name: name.to_string(),
+            memory_high,
+            memory_max,
+            online: Cell::new(true),
+            css_refs: Cell::new(0),
+            cgwb_list: RefCell::new(Vec::new()),
+            cgwb_list_closed: Cell::new(false),
+        });
+        self.by_id.borrow_mut().insert(id, m.clone());
+        self.by_cgroup.borrow_mut().insert(cgroup, id);
+        m
+    }
+
+    /// `mem_cgroup_from_task`: the memcg of a task in `cgroup` (the root
+    /// memcg when the cgroup has none, or its memcg is offline: a task
+    /// leaves a cgroup before rmdir).
+    pub fn from_cgroup(&self, cgroup: CgroupId) -> Rc<MemCgroup> {
+        let id = self.by_cgroup.borrow().get(&cgroup).copied();
+        id.and_then(|id| self.get(id))
+            .filter(|m| m.online())
+            .unwrap_or_else(|| self.root())
+    }
+
+    /// The memcg tied to `cgroup`, online or not.
+    pub fn of_cgroup(&self, cgroup: CgroupId) -> Option<Rc<MemCgroup>> {
+        let id = self.by_cgroup.borrow().get(&cgroup).copied()?;
+        self.get(id)
+    }
+
+    /// Clears CSS_ONLINE (the cgroup side of `mem_cgroup_css_offline`); the
+    /// caller kills the memcg's cgwbs. The memcg stays in the table while
+    /// css references remain ([`Self::release_if_unused`]).
+    pub fn css_offline(&self, memcg: &MemCgroup) {
+        memcg.online.set(false);
+        self.by_cgroup.borrow_mut().remove(&memcg.cgroup);
+    }
+
+    /// `mem_cgroup_css_free` once the last css reference is gone.
+    pub fn release_if_unused(&self, id: u64) {
+        let free = self
+            .get(id)
+            .is_some_and(|m| !m.online() && m.css_refs() == 0 && id != ROOT_MEM_CGROUP_ID);
+        if free {
+            self.by_id.borrow_mut().remove(&id);
+        }
+    }
+
+    /// The nearest online ancestor of `id` (itself if online; the root at
+    /// worst), as `cleanup_offline_cgwb` walks `css->parent` until
+    /// `css_tryget_online` succeeds.
+    pub fn nearest_online(&self, id: u64) -> Rc<MemCgroup> {
+        let mut cur = self.get(id);
+        while let Some(m) = cur {
+            if m.online() {
+                return m;
+            }
+            cur = m.parent.and_then(|p| self.get(p));
+        }
+        self.root()
+    }
+}
+
+impl Default for MemcgTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
