@@ -251,6 +251,9 @@ dirty_background_bytes = "64m"
 name = "d0"
 profile = "loop-virtio"
 write_bw = "100m/s"
+# No service-time spread: with loop-virtio's 20% spread the 100 shares spread
+# 0.6x-1.6x of the mean, which a kernel does not show (open in issue #13).
+latency_cv = 0
 
 [[filesystem]]
 name = "data"
