@@ -31,7 +31,9 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::workload::fio::output::FIO_DEFAULT_PERCENTILES;
+// The clamped quantiles live with fio's output (workload/fio/output.rs),
+// which both the fio-shaped results and these summaries use.
+pub use crate::workload::fio::output::{fio_percentiles, quantile_within};
 
 /// Most points a series keeps for plots.
 pub const MAX_SERIES_POINTS: usize = 2000;
@@ -55,28 +57,6 @@ const UNITS: &[(&str, &str, f64)] = &[
     ("MB/s", "rate", 1e6),
     ("GB/s", "rate", 1e9),
 ];
-
-/// Quantile `q` (0..=1) of `h`, clamped to the exact recorded extremes
-/// `[min, max]`. An HDR bucket reports its highest equivalent value, which
-/// can lie above the largest value recorded (12345 ns sits in an 8 ns wide
-/// bucket and reads back as 12351), so without the clamp a p50 or p99.9
-/// could exceed the max. Quantiles are non-decreasing in `q`, so the clamped
-/// ones keep p50 <= p99 <= p99.9 <= max.
-pub fn quantile_within(h: &Histogram<u64>, q: f64, min: u64, max: u64) -> u64 {
-    if h.is_empty() {
-        return 0;
-    }
-    h.value_at_quantile(q).clamp(min.min(max), max)
-}
-
-/// fio's percentiles (`FIO_DEFAULT_PERCENTILES`, in percent) of a latency
-/// histogram in ns, clamped to its recorded extremes (`h.min()`/`h.max()`).
-pub fn fio_percentiles(h: &Histogram<u64>) -> Vec<(f64, u64)> {
-    FIO_DEFAULT_PERCENTILES
-        .iter()
-        .map(|&p| (p, quantile_within(h, p / 100.0, h.min(), h.max())))
-        .collect()
-}
 
 /// The factor that turns a value in `from` into `to`, if both are known
 /// units of the same dimension (or the same unit).

@@ -68,6 +68,32 @@ pub fn html(s: &str) -> String {
     out
 }
 
+/// A simulated figure within this factor of the published one (either
+/// way) is "within 1.5x"; outside it the report says so and colours it.
+pub const TOLERANCE: f64 = 1.5;
+
+/// Text of a ratio simulated / published with its verdict:
+/// `1.04x (within 1.5x)` or `1.88x (outside 1.5x)`; n/a when missing.
+pub fn verdict(ratio: Option<f64>) -> String {
+    match ratio {
+        Some(r) if r.is_finite() && r > 0.0 => {
+            let within = (1.0 / TOLERANCE..=TOLERANCE).contains(&r);
+            format!(
+                "{}x ({} {TOLERANCE}x)",
+                num(Some(r)),
+                if within { "within" } else { "outside" }
+            )
+        }
+        Some(r) if r.is_finite() => format!("{}x (outside {TOLERANCE}x)", num(Some(r))),
+        _ => NA.to_string(),
+    }
+}
+
+/// Whether a ratio is within [`TOLERANCE`].
+pub fn within(r: f64) -> bool {
+    r.is_finite() && (1.0 / TOLERANCE..=TOLERANCE).contains(&r)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

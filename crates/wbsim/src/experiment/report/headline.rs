@@ -18,37 +18,12 @@
 use std::collections::BTreeSet;
 
 use super::format::{num, NA};
+pub use super::format::{verdict, within, TOLERANCE};
 use super::group::{stat_of, ExperimentGroup, VariantGroup};
 use super::stats::{describe, glob, welch};
 use super::tables::Table;
 use crate::experiment::catalog::{Column, Combine, Experiment, Published};
 use crate::experiment::metrics::unit_factor;
-
-/// A simulated figure within this factor of the published one (either
-/// way) is "within 1.5x"; outside it the report says so and colours it.
-pub const TOLERANCE: f64 = 1.5;
-
-/// Text of a ratio simulated / published with its verdict:
-/// `1.04x (within 1.5x)` or `1.88x (outside 1.5x)`; n/a when missing.
-pub fn verdict(ratio: Option<f64>) -> String {
-    match ratio {
-        Some(r) if r.is_finite() && r > 0.0 => {
-            let within = (1.0 / TOLERANCE..=TOLERANCE).contains(&r);
-            format!(
-                "{}x ({} {TOLERANCE}x)",
-                num(Some(r)),
-                if within { "within" } else { "outside" }
-            )
-        }
-        Some(r) if r.is_finite() => format!("{}x (outside {TOLERANCE}x)", num(Some(r))),
-        _ => NA.to_string(),
-    }
-}
-
-/// Whether a ratio is within [`TOLERANCE`].
-pub fn within(r: f64) -> bool {
-    r.is_finite() && (1.0 / TOLERANCE..=TOLERANCE).contains(&r)
-}
 
 /// Every metric name in `g`'s runs matching `pattern`, sorted.
 pub fn matching<'a>(g: &ExperimentGroup<'a>, pattern: &str) -> Vec<&'a str> {

@@ -67,10 +67,7 @@ pub fn rows(groups: &[ExperimentGroup<'_>]) -> Vec<Row> {
                 } else {
                     format!(
                         "{}/{}",
-                        ratios
-                            .iter()
-                            .filter(|r| super::headline::within(**r))
-                            .count(),
+                        ratios.iter().filter(|r| super::format::within(**r)).count(),
                         ratios.len()
                     )
                 },

@@ -89,7 +89,7 @@ pub fn published(g: &ExperimentGroup<'_>, live: Option<&ExperimentGroup<'_>>) ->
             p.unit.to_string(),
             num(Some(p.value)),
             num(r.simulated),
-            super::headline::verdict(r.ratio),
+            super::format::verdict(r.ratio),
             num(r.live),
         ]);
     }

@@ -106,8 +106,8 @@ impl FioLatStats {
         } else {
             0.0
         };
-        // Clamped to the recorded extremes (metrics::fio_percentiles).
-        let percentile = crate::experiment::metrics::fio_percentiles(h)
+        // Clamped to the recorded extremes ([`fio_percentiles`]).
+        let percentile = fio_percentiles(h)
             .into_iter()
             .map(|(p, v)| (FioPercentiles::key(p), v))
             .collect();
@@ -232,4 +232,26 @@ pub struct FioOutput {
     #[serde(rename = "fio version")]
     pub fio_version: String,
     pub jobs: Vec<FioJobOutput>,
+}
+
+/// Quantile `q` (0..=1) of `h`, clamped to the exact recorded extremes
+/// `[min, max]`. An HDR bucket reports its highest equivalent value, which
+/// can lie above the largest value recorded (12345 ns sits in an 8 ns wide
+/// bucket and reads back as 12351), so without the clamp a p50 or p99.9
+/// could exceed the max. Quantiles are non-decreasing in `q`, so the clamped
+/// ones keep p50 <= p99 <= p99.9 <= max.
+pub fn quantile_within(h: &Histogram<u64>, q: f64, min: u64, max: u64) -> u64 {
+    if h.is_empty() {
+        return 0;
+    }
+    h.value_at_quantile(q).clamp(min.min(max), max)
+}
+
+/// fio's percentiles (`FIO_DEFAULT_PERCENTILES`, in percent) of a latency
+/// histogram in ns, clamped to its recorded extremes (`h.min()`/`h.max()`).
+pub fn fio_percentiles(h: &Histogram<u64>) -> Vec<(f64, u64)> {
+    FIO_DEFAULT_PERCENTILES
+        .iter()
+        .map(|&p| (p, quantile_within(h, p / 100.0, h.min(), h.max())))
+        .collect()
 }
