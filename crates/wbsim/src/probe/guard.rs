@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+pub use super::loopsys::{clear_loop_dev, loop_backing_file, loops_under};
 use super::recover::{proc_starttime, Journal};
 use super::sys;
 
@@ -83,9 +84,6 @@ pub fn base_dir(base: Option<&Path>) -> PathBuf {
             .unwrap_or_else(|| PathBuf::from("/var/tmp")),
     }
 }
-
-/// `LOOP_CLR_FD` (`include/uapi/linux/loop.h`).
-const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
 
 /// How long the signal thread waits for the main thread to clean up.
 const SIGNAL_GRACE: Duration = Duration::from_secs(30);
@@ -365,7 +363,7 @@ impl Guard {
                 self.dir().display()
             ),
         }
-        clear_loop(dev).with_context(|| format!("LOOP_CLR_FD {}", dev.display()))
+        clear_loop_dev(dev).with_context(|| format!("LOOP_CLR_FD {}", dev.display()))
     }
 }
 
@@ -373,57 +371,6 @@ impl Drop for Guard {
     fn drop(&mut self) {
         for e in cleanup(&self.inner) {
             eprintln!("wbsim probe: cleanup: {e}");
-        }
-    }
-}
-
-/// The backing file of `/dev/NAME` (a loop device), without the
-/// ` (deleted)` suffix; None if it is not an attached loop device.
-pub fn loop_backing_file(name: &str) -> Option<PathBuf> {
-    if !name.starts_with("loop") || name.contains('/') {
-        return None;
-    }
-    let s = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file")).ok()?;
-    let s = s.trim_end_matches('\n');
-    let s = s.strip_suffix(" (deleted)").unwrap_or(s);
-    (!s.is_empty()).then(|| PathBuf::from(s))
-}
-
-/// Loop devices (`loopN`) whose backing file is under `dir`.
-pub fn loops_under(dir: &Path) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir("/sys/block") else {
-        return Vec::new();
-    };
-    let mut out: Vec<String> = rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| loop_backing_file(n).is_some_and(|b| b.starts_with(dir)))
-        .collect();
-    out.sort();
-    out
-}
-
-/// `LOOP_CLR_FD` on `dev` (ENXIO, already detached, is success); the
-/// caller has verified the device's backing file.
-pub fn clear_loop_dev(dev: &Path) -> std::io::Result<()> {
-    clear_loop(dev)
-}
-
-fn clear_loop(dev: &Path) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::OpenOptions::new().read(true).open(dev)?;
-    // SAFETY: LOOP_CLR_FD takes no argument pointer (0); the fd is a valid
-    // open block device for the duration of the call.
-    let r = unsafe { libc::ioctl(f.as_raw_fd(), LOOP_CLR_FD, 0) };
-    if r == 0 {
-        Ok(())
-    } else {
-        let e = std::io::Error::last_os_error();
-        // ENXIO: already detached.
-        if e.raw_os_error() == Some(libc::ENXIO) {
-            Ok(())
-        } else {
-            Err(e)
         }
     }
 }
@@ -519,7 +466,7 @@ fn cleanup(inner: &Inner) -> Vec<String> {
     // 5. Loop devices backed by our images.
     for name in loops_under(&dir) {
         let dev = PathBuf::from(format!("/dev/{name}"));
-        if let Err(e) = clear_loop(&dev) {
+        if let Err(e) = clear_loop_dev(&dev) {
             errs.push(format!("LOOP_CLR_FD {}: {e}", dev.display()));
         }
     }

@@ -84,6 +84,7 @@ pub mod dontcache;
 pub mod guard;
 pub mod iogen;
 pub mod loopdev;
+pub mod loopsys;
 pub mod machine;
 pub mod meminfo;
 pub mod parallel_write;

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::guard::{clear_loop_dev, loop_backing_file, loops_under};
+use super::loopsys::{clear_loop_dev, loop_backing_file, loops_under};
 use super::sys;
 
 /// The journal's file name inside the probe's directory.
