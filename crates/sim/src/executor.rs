@@ -18,28 +18,11 @@ use crate::queue::{EventQueue, Next};
 use crate::rng::{make_rng, SimRng};
 use crate::slab::{Key, Slab};
 use crate::smallfn::SmallFn;
+pub use crate::task::TaskId;
 use crate::task::{ReadyQueue, TaskRef};
 use crate::timers::TimerTable;
 use crate::trace::{TraceEvent, TraceSink};
 use crate::Time;
-
-/// Identity of a task (slot and generation: a finished task's id is never reused
-/// for another task).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TaskId(Key);
-
-impl TaskId {
-    /// A small integer naming the task's slot (for tables and traces).
-    pub fn index(self) -> u32 {
-        self.0.idx
-    }
-}
-
-impl fmt::Display for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.0.idx, self.0.gen)
-    }
-}
 
 /// Handle of a pending timer, for [`Sim::cancel_timer`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

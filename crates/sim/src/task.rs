@@ -23,6 +23,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
@@ -31,7 +32,25 @@ use std::ptr::NonNull;
 use std::rc::Rc;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
-use crate::executor::TaskId;
+use crate::slab::Key;
+
+/// Identity of a task (slot and generation: a finished task's id is never reused
+/// for another task).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskId(pub(crate) Key);
+
+impl TaskId {
+    /// A small integer naming the task's slot (for tables and traces).
+    pub fn index(self) -> u32 {
+        self.0.idx
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.0.idx, self.0.gen)
+    }
+}
 
 /// Tasks to poll, in the order they were woken (each at most once: see
 /// [`QUEUED`]). Shared by the executor and every task cell.

@@ -15,7 +15,7 @@ use super::actor::{
 };
 use super::device::read_device;
 use super::error::{ErrorKind, ScenarioError, SourceMap};
-use super::keys::{apply_entries, entries, read_section};
+use super::keys::{apply_entries, check_name, entries, opt, read_section};
 use super::machine::{machine_defaults, MachineConfig, MACHINE, SYSCTL};
 use super::policy::POLICIES;
 use super::raw::{RawFilesystem, RawJob, RawScenarioFile, RawSection, RawSweep, SpannedTable};
@@ -29,40 +29,6 @@ use super::{
 };
 
 type R<T> = Result<T, ScenarioError>;
-
-/// Reads an optional spanned value with `f`, locating errors at the value.
-pub(crate) fn opt<T>(
-    src: &SourceMap,
-    v: &Option<Spanned<toml::Value>>,
-    key: &str,
-    where_: &str,
-    f: impl Fn(&toml::Value) -> Result<T, KeyError>,
-) -> R<Option<T>> {
-    match v {
-        Some(v) => f(v.get_ref())
-            .map(Some)
-            .map_err(|e| key_error(src, &v.span(), key, where_, e)),
-        None => Ok(None),
-    }
-}
-
-/// A name: non-empty, letters, digits, `_`, `-`, `.`.
-pub(crate) fn check_name(src: &SourceMap, name: &Spanned<String>, where_: &str) -> R<String> {
-    let n = name.get_ref();
-    if n.is_empty()
-        || !n
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-    {
-        return Err(src.error(
-            &name.span(),
-            Some("name"),
-            ErrorKind::InvalidValue,
-            format!("invalid name \"{n}\" in {where_}: use letters, digits, '_', '-', '.'"),
-        ));
-    }
-    Ok(n.clone())
-}
 
 /// Fails if `name` was seen before in this kind of section.
 fn unique(

@@ -4,10 +4,10 @@
 
 use toml::Spanned;
 
-use super::build::{check_name, opt};
 use super::error::{ErrorKind, ScenarioError, SourceMap};
 use super::keys::{
-    apply_entries, entries, key_table, Bandwidth, Bool, Duration, Int, Percent, Size,
+    apply_entries, check_name, entries, key_table, opt, Bandwidth, Bool, Duration, Int, Percent,
+    Size,
 };
 use super::profiles::{builtin_profile, PROFILE_NAMES};
 use super::raw::RawSection;

@@ -15,6 +15,8 @@
 use std::ops::Range;
 
 use super::actor::key_error;
+use toml::Spanned;
+
 use super::error::{ErrorKind, ScenarioError, SourceMap};
 use super::units::format_size;
 use super::value::{as_bandwidth, as_bool, as_choice, as_duration, as_int, as_size, KeyError};
@@ -332,37 +334,47 @@ pub(crate) fn read_section<T: Clone + PartialEq>(
     Ok(())
 }
 
-/// Every key read by a key table: `[machine]`, `[sysctl]`, `[[device]]`,
-/// `[device.bdi]` and the policy keys of `[variants.NAME]`.
-pub fn key_docs() -> Vec<KeyDoc> {
-    let mut out: Vec<KeyDoc> = super::machine::MACHINE.docs().collect();
-    out.extend(super::machine::SYSCTL.docs());
-    out.extend(super::device::DEVICE.docs());
-    out.extend(super::device::BDI.docs());
-    out.extend(super::policy::POLICIES.docs());
-    out
+/// Reads an optional spanned value with `f`, locating errors at the value.
+pub(crate) fn opt<T>(
+    src: &SourceMap,
+    v: &Option<Spanned<toml::Value>>,
+    key: &str,
+    where_: &str,
+    f: impl Fn(&toml::Value) -> Result<T, KeyError>,
+) -> Result<Option<T>, ScenarioError> {
+    match v {
+        Some(v) => f(v.get_ref())
+            .map(Some)
+            .map_err(|e| key_error(src, &v.span(), key, where_, e)),
+        None => Ok(None),
+    }
+}
+
+/// A name: non-empty, letters, digits, `_`, `-`, `.`.
+pub(crate) fn check_name(
+    src: &SourceMap,
+    name: &Spanned<String>,
+    where_: &str,
+) -> Result<String, ScenarioError> {
+    let n = name.get_ref();
+    if n.is_empty()
+        || !n
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        return Err(src.error(
+            &name.span(),
+            Some("name"),
+            ErrorKind::InvalidValue,
+            format!("invalid name \"{n}\" in {where_}: use letters, digits, '_', '-', '.'"),
+        ));
+    }
+    Ok(n.clone())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::model::init::MachineConfig;
-
-    #[test]
-    fn every_key_is_documented_once() {
-        let docs = key_docs();
-        for d in &docs {
-            assert!(!d.doc.is_empty() && !d.unit.is_empty(), "{d:?}");
-            let same = docs
-                .iter()
-                .filter(|e| e.section == d.section && e.key == d.key)
-                .count();
-            assert_eq!(same, 1, "{d:?}");
-        }
-        assert!(docs
-            .iter()
-            .any(|d| d.section == "[sysctl]" && d.key == "dirty_ratio"));
-    }
 
     #[test]
     fn sysctl_table_uses_the_model_handlers() {
