@@ -28,35 +28,48 @@
 //!   [`CpuRcuView`]); the GP kthread sleeps `jiffies_till_first_fqs` (then
 //!   `jiffies_till_next_fqs` between scans; `rcu_init_geometry()` defaults
 //!   from HZ and nr_cpu_ids) and each force-quiescent-state scan reports the
-//!   dyntick-idle CPUs; a busy CPU reports at its next tick once it passed a
-//!   quiescent state (a context switch; with CONFIG_PREEMPT_RCU any tick
-//!   outside a preempt-disabled section; without it only the `rcu_urgent_qs`
-//!   forcing after `jiffies_to_sched_qs`). Ticks fall on jiffy boundaries on
-//!   every CPU. Explicit `rcu_read_lock()` guards hold the grace period as
-//!   preemptible readers do (PREEMPT_RT: a preempted reader extends it).
-//!   `synchronize_rcu()` callers are woken by the cleanup itself
-//!   (`rcu_normal_wake_from_gp`, default on up to 16 CPUs), else at the next
-//!   tick, when their wakeup callback runs; callbacks run at the next tick.
+//!   dyntick-idle CPUs; a busy CPU notices the grace period at its first
+//!   tick (`note_gp_changes()`) and reports at a later one once it passed a
+//!   quiescent state (with CONFIG_PREEMPT_RCU any tick outside a
+//!   preempt-disabled section; without it a context switch or the
+//!   `rcu_urgent_qs` forcing after `jiffies_to_sched_qs`). Ticks fall on
+//!   jiffy boundaries on every CPU. Explicit `rcu_read_lock()` guards hold
+//!   the grace period as preemptible readers do (PREEMPT_RT: a preempted
+//!   reader extends it).
+//! - Waiting: with `rcu_normal_wake_from_gp` (default on up to 16 CPUs, as
+//!   since 6.17) `synchronize_rcu()` requests the grace period at once and
+//!   the cleanup wakes it; without it, `wait_rcu_gp(call_rcu_hurry)`: the
+//!   caller waits for its own callback.
+//! - Callbacks (`call_rcu()`, kernel/rcu/tree_nocb.h for offloading): on a
+//!   non-offloaded CPU the grace period is requested at the CPU's next tick
+//!   (`rcu_pending()` -> `rcu_core()` -> `rcu_accelerate_cbs_unlocked()`)
+//!   and the callbacks run at the first tick after it ended; on offloaded
+//!   CPUs (`rcu_nocbs`) the rcuog kthread requests it at once and rcuoc
+//!   invokes them at its end. Only offloaded callbacks can be lazy
+//!   (CONFIG_RCU_LAZY: up to 10 s); `synchronize_rcu()` is never lazy.
 //! - Expedited: setup plus one IPI per non-idle CPU (tens of microseconds);
 //!   `rcu_normal_after_boot` makes it a normal one.
-//! - `call_rcu()` with CONFIG_RCU_LAZY waits up to 10 s for someone else's
-//!   grace period; `synchronize_rcu()` is never lazy.
 //!
 //! Simplified:
 //! - A context switch is a change of the task on a CPU in the model's
 //!   scheduler, so a task that gives up the CPU between two `cpu()` requests
 //!   passes a quiescent state; tasks outside `cpu()` are not on a CPU (user
 //!   mode is not told apart from kernel mode). No rcu_node tree (a flat
-//!   ->qsmask), no GP-kthread wakeup latency, no nocb kthreads. Unit tests can
+//!   ->qsmask); no wakeup latency of the GP, rcuc, rcuog or rcuoc kthreads;
+//!   no RCU priority boosting (CONFIG_RCU_BOOST: the scheduler has no
+//!   real-time priorities). Unit tests can
 //!   stub a length with a distribution ([`GpDuration::Fixed`] ...): such a grace
 //!   period ends when its sampled length has passed AND every guard that
 //!   existed when it started is dropped.
-//! - No CPUs, no rcu_node tree, no per-CPU callback lists, no lazy or no-CBs
-//!   callbacks: `call_rcu()` requests a grace period at once (the kernel
-//!   notices new callbacks at the next tick or softirq) and its callback
-//!   is invoked at the end of the first grace period that started after the
-//!   call, in global queue order, from a timer callback (standing for the
-//!   RCU_SOFTIRQ / rcuc kthread), each taking `callback_cost_ns`.
+//! - One callback list for all CPUs (every CPU ticks on the same
+//!   boundaries, so "the CPU's next tick" is the next jiffy boundary), all
+//!   CPUs offloaded or none; callbacks queued before a tick get their
+//!   grace period at that tick even when one is already running (the
+//!   kernel waits for the tick after it ends when the CPU already reported;
+//!   the snapshot is the same). Callbacks run in global queue order from a
+//!   timer callback (standing for RCU_SOFTIRQ, rcuc or rcuoc), each taking
+//!   `callback_cost_ns`. With a stub length, `call_rcu()` requests the
+//!   grace period at once and callbacks run at its end.
 //! - `rcu_barrier()` waits for the callbacks queued before it; with none
 //!   queued it returns at once (the kernel skips CPUs with no callbacks).
 //! - A requested grace period starts at the same instant, after the tasks
