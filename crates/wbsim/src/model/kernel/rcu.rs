@@ -259,7 +259,8 @@ pub struct RcuParams {
     /// None: every call_rcu requests a grace period at once.
     /// `synchronize_rcu()` is never lazy. Only offloaded CPUs ([`Self::nocb`])
     /// have lazy callbacks (`rcu_nocb_try_bypass()` is where laziness lives;
-    /// CONFIG_RCU_LAZY depends on CONFIG_RCU_NOCB_CPU). Default on: the live
+    /// CONFIG_RCU_LAZY depends on CONFIG_RCU_NOCB_CPU; with a stub
+    /// grace-period length it applies to every CPU). Default on: the live
     /// 6.18 kernel here has CONFIG_RCU_LAZY=y (/proc/config.gz). Set with
     /// `[machine] rcu_lazy`.
     pub lazy_flush_ns: Option<Time>,
