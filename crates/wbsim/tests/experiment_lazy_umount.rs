@@ -16,11 +16,13 @@ fn rt_sync_umount_costs_one_normal_grace_period_and_deferred_lazy_is_faster() {
     let s = scenario("lazy-umount");
     let sync = run_variant(&s, "sync", true);
     let deferred = run_variant(&s, "deferred", true);
-    // umount(8) start (3.1 ms) plus one normal grace period: on this idle
-    // 4-CPU HZ=1000 machine the first force-quiescent-state scan, 3 jiffies
-    // after the tick before it started (2-3 ms; kernel/rcu.rs).
+    // umount(8) start (3.1 ms) plus one normal grace period waited for
+    // through a callback (6.15: no rcu_normal_wake_from_gp): the tick that
+    // requests it (at most a jiffy), the first force-quiescent-state scan a
+    // jiffy later (HZ=250), and the tick that runs the callback: 8-12 ms
+    // (kernel/rcu.rs).
     let u = mean(&sync, "umount.elapsed");
-    assert!((5.0..6.5).contains(&u), "sync umount {u} ms");
+    assert!((11.0..15.2).contains(&u), "sync umount {u} ms");
     let (sl, dl) = (
         mean(&sync, "umount_lazy.elapsed"),
         mean(&deferred, "umount_lazy.elapsed"),

@@ -72,6 +72,16 @@ pub struct MachineConfig {
     /// 10 s for a grace period someone else starts (`[machine] rcu_lazy`).
     #[serde(default = "default_true")]
     pub rcu_lazy: bool,
+    /// `rcutree.rcu_normal_wake_from_gp` (see
+    /// [`RcuParams::rcu_normal_wake_from_gp`]); None: the kernel default
+    /// (on for at most 16 CPUs, as since 6.17) (`[machine]
+    /// rcu_normal_wake_from_gp`).
+    #[serde(default)]
+    pub rcu_normal_wake_from_gp: Option<bool>,
+    /// Every CPU's RCU callbacks offloaded to rcuog/rcuoc kthreads
+    /// (`rcu_nocbs=all`; see [`RcuParams::nocb`]) (`[machine] rcu_nocbs`).
+    #[serde(default)]
+    pub rcu_nocbs: bool,
     /// CPU time to start a command (fork + exec + dynamic linking of a small
     /// utility such as umount(8)), ns (`[machine] process_start`).
     pub process_start_ns: Time,
@@ -107,6 +117,8 @@ impl MachineConfig {
             rcu_normal_after_boot: false,
             hz: 1000,
             rcu_lazy: true,
+            rcu_normal_wake_from_gp: None,
+            rcu_nocbs: false,
             process_start_ns: PROCESS_START_DEFAULT_NS,
             wakeup_latency_ns: 0,
             reserved_bytes: default_reserved_bytes(memory_bytes),
@@ -129,6 +141,10 @@ impl MachineConfig {
         if !self.rcu_lazy {
             rcu.lazy_flush_ns = None;
         }
+        if let Some(w) = self.rcu_normal_wake_from_gp {
+            rcu.rcu_normal_wake_from_gp = w;
+        }
+        rcu.nocb = self.rcu_nocbs;
         rcu
     }
 }

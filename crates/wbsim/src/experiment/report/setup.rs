@@ -58,6 +58,12 @@ fn model(m: &ModelParams) -> String {
         },
         mc.hz
     );
+    if mc.rcu_nocbs {
+        s.push_str(", rcu_nocbs=all");
+    }
+    if let Some(w) = mc.rcu_normal_wake_from_gp {
+        s.push_str(&format!(", rcu_normal_wake_from_gp={}", u8::from(w)));
+    }
     for d in &m.devices {
         s.push_str(&format!(
             "; device {} ({}: write {} MB/s, read {} MB/s, QD {})",

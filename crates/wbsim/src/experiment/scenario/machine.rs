@@ -53,6 +53,10 @@ key_table! {
             "CONFIG_HZ, ticks per second.";
         rcu_lazy: Bool => |m, b| m.rcu_lazy = b,
             "CONFIG_RCU_LAZY on offloaded CPUs: call_rcu waits up to 10 s for a grace period (default true).";
+        rcu_normal_wake_from_gp: Bool => |m, b| m.rcu_normal_wake_from_gp = Some(b),
+            "rcutree.rcu_normal_wake_from_gp: synchronize_rcu woken by the GP cleanup, not by a callback (default: on up to 16 CPUs, as since 6.17).";
+        rcu_nocbs: Bool => |m, b| m.rcu_nocbs = b,
+            "rcu_nocbs= covering all CPUs: callbacks offloaded to rcuog/rcuoc kthreads (default false).";
         process_start: Duration => |m, ns| m.process_start_ns = ns,
             "CPU and wall time to start a command (fork+exec).";
         wakeup_latency: Duration => |m, ns| m.wakeup_latency_ns = ns,

@@ -28,35 +28,48 @@
 //!   [`CpuRcuView`]); the GP kthread sleeps `jiffies_till_first_fqs` (then
 //!   `jiffies_till_next_fqs` between scans; `rcu_init_geometry()` defaults
 //!   from HZ and nr_cpu_ids) and each force-quiescent-state scan reports the
-//!   dyntick-idle CPUs; a busy CPU reports at its next tick once it passed a
-//!   quiescent state (a context switch; with CONFIG_PREEMPT_RCU any tick
-//!   outside a preempt-disabled section; without it only the `rcu_urgent_qs`
-//!   forcing after `jiffies_to_sched_qs`). Ticks fall on jiffy boundaries on
-//!   every CPU. Explicit `rcu_read_lock()` guards hold the grace period as
-//!   preemptible readers do (PREEMPT_RT: a preempted reader extends it).
-//!   `synchronize_rcu()` callers are woken by the cleanup itself
-//!   (`rcu_normal_wake_from_gp`, default on up to 16 CPUs), else at the next
-//!   tick, when their wakeup callback runs; callbacks run at the next tick.
+//!   dyntick-idle CPUs; a busy CPU notices the grace period at its first
+//!   tick (`note_gp_changes()`) and reports at a later one once it passed a
+//!   quiescent state (with CONFIG_PREEMPT_RCU any tick outside a
+//!   preempt-disabled section; without it a context switch or the
+//!   `rcu_urgent_qs` forcing after `jiffies_to_sched_qs`). Ticks fall on
+//!   jiffy boundaries on every CPU. Explicit `rcu_read_lock()` guards hold
+//!   the grace period as preemptible readers do (PREEMPT_RT: a preempted
+//!   reader extends it).
+//! - Waiting: with `rcu_normal_wake_from_gp` (default on up to 16 CPUs, as
+//!   since 6.17) `synchronize_rcu()` requests the grace period at once and
+//!   the cleanup wakes it; without it, `wait_rcu_gp(call_rcu_hurry)`: the
+//!   caller waits for its own callback.
+//! - Callbacks (`call_rcu()`, kernel/rcu/tree_nocb.h for offloading): on a
+//!   non-offloaded CPU the grace period is requested at the CPU's next tick
+//!   (`rcu_pending()` -> `rcu_core()` -> `rcu_accelerate_cbs_unlocked()`)
+//!   and the callbacks run at the first tick after it ended; on offloaded
+//!   CPUs (`rcu_nocbs`) the rcuog kthread requests it at once and rcuoc
+//!   invokes them at its end. Only offloaded callbacks can be lazy
+//!   (CONFIG_RCU_LAZY: up to 10 s); `synchronize_rcu()` is never lazy.
 //! - Expedited: setup plus one IPI per non-idle CPU (tens of microseconds);
 //!   `rcu_normal_after_boot` makes it a normal one.
-//! - `call_rcu()` with CONFIG_RCU_LAZY waits up to 10 s for someone else's
-//!   grace period; `synchronize_rcu()` is never lazy.
 //!
 //! Simplified:
 //! - A context switch is a change of the task on a CPU in the model's
 //!   scheduler, so a task that gives up the CPU between two `cpu()` requests
 //!   passes a quiescent state; tasks outside `cpu()` are not on a CPU (user
 //!   mode is not told apart from kernel mode). No rcu_node tree (a flat
-//!   ->qsmask), no GP-kthread wakeup latency, no nocb kthreads. Unit tests can
+//!   ->qsmask); no wakeup latency of the GP, rcuc, rcuog or rcuoc kthreads;
+//!   no RCU priority boosting (CONFIG_RCU_BOOST: the scheduler has no
+//!   real-time priorities). Unit tests can
 //!   stub a length with a distribution ([`GpDuration::Fixed`] ...): such a grace
 //!   period ends when its sampled length has passed AND every guard that
 //!   existed when it started is dropped.
-//! - No CPUs, no rcu_node tree, no per-CPU callback lists, no lazy or no-CBs
-//!   callbacks: `call_rcu()` requests a grace period at once (the kernel
-//!   notices new callbacks at the next tick or softirq) and its callback
-//!   is invoked at the end of the first grace period that started after the
-//!   call, in global queue order, from a timer callback (standing for the
-//!   RCU_SOFTIRQ / rcuc kthread), each taking `callback_cost_ns`.
+//! - One callback list for all CPUs (every CPU ticks on the same
+//!   boundaries, so "the CPU's next tick" is the next jiffy boundary), all
+//!   CPUs offloaded or none; callbacks queued before a tick get their
+//!   grace period at that tick even when one is already running (the
+//!   kernel waits for the tick after it ends when the CPU already reported;
+//!   the snapshot is the same). Callbacks run in global queue order from a
+//!   timer callback (standing for RCU_SOFTIRQ, rcuc or rcuoc), each taking
+//!   `callback_cost_ns`. With a stub length, `call_rcu()` requests the
+//!   grace period at once and callbacks run at its end.
 //! - `rcu_barrier()` waits for the callbacks queued before it; with none
 //!   queued it returns at once (the kernel skips CPUs with no callbacks).
 //! - A requested grace period starts at the same instant, after the tasks
@@ -76,7 +89,7 @@ use rand_distr::{Distribution, LogNormal};
 use sim::{Sim, SimRng, Time, MSEC, USEC};
 
 use super::sched::{CpuRcuView, Sched};
-use super::wait::WaitQueue;
+use super::wait::{Completion, WaitQueue};
 
 // ------------------------------------------------------------- gp_seq helpers
 
@@ -244,13 +257,42 @@ pub struct RcuParams {
     /// others start and only request one themselves after this long
     /// (`jiffies_lazy_flush`, default 10 s, kernel/rcu/tree_nocb.h).
     /// None: every call_rcu requests a grace period at once.
-    /// `synchronize_rcu()` is never lazy. Default on: in E3 a sync `umount`
-    /// (24.55 ms) costs the same as a sync `umount -l` (25.55 ms) though each
-    /// run's cleanup queued a call_rcu (delayed_free_vfsmnt) a few ms before
-    /// the next run's synchronize_rcu; with eager callbacks that synchronize
-    /// would often wait out the callbacks' grace period too. Set with
+    /// `synchronize_rcu()` is never lazy. Only offloaded CPUs ([`Self::nocb`])
+    /// have lazy callbacks (`rcu_nocb_try_bypass()` is where laziness lives;
+    /// CONFIG_RCU_LAZY depends on CONFIG_RCU_NOCB_CPU; with a stub
+    /// grace-period length it applies to every CPU). Default on: the live
+    /// 6.18 kernel here has CONFIG_RCU_LAZY=y (/proc/config.gz). Set with
     /// `[machine] rcu_lazy`.
     pub lazy_flush_ns: Option<Time>,
+    /// `rcutree.rcu_normal_wake_from_gp`: `synchronize_rcu()` callers are
+    /// woken by `rcu_gp_cleanup()` itself (`rcu_sr_normal_gp_cleanup()`),
+    /// and the grace period is requested at once
+    /// (`start_poll_synchronize_rcu()`). Off: `wait_rcu_gp(call_rcu_hurry)`,
+    /// the caller queues a callback on its CPU and sleeps until the callback
+    /// runs, so it pays the callback path ([`Self::nocb`]). Kernel default:
+    /// on for at most `WAKE_FROM_GP_CPU_THRESHOLD` (16) CPUs since 6.17
+    /// (commit a7f6af1322ad, "rcu: Enable rcu_normal_wake_from_gp on small
+    /// systems"), off before (6.9-6.16; the path did not exist before 6.9).
+    /// Set with `[machine] rcu_normal_wake_from_gp`.
+    pub rcu_normal_wake_from_gp: bool,
+    /// Every CPU's callbacks are offloaded to rcuog/rcuoc kthreads
+    /// (`rcu_nocbs=` covering all CPUs, or CONFIG_RCU_NOCB_CPU_DEFAULT_ALL;
+    /// kernel/rcu/tree_nocb.h). Offloaded: a callback queued on an empty
+    /// list wakes the rcuog kthread at once (`__call_rcu_nocb_wake()` ->
+    /// `wake_nocb_gp()`), which requests the grace period; `rcu_gp_cleanup()`
+    /// wakes rcuog (`rcu_nocb_gp_cleanup()`), which wakes rcuoc to invoke
+    /// the ready callbacks: no tick in between. Not offloaded: `call_rcu()`
+    /// only enqueues (`__call_rcu_core()` starts nothing for a short list);
+    /// the CPU's next tick finds "RCU idle with callbacks needing a grace
+    /// period" (`rcu_pending()` -> `rcu_core()` ->
+    /// `rcu_accelerate_cbs_unlocked()`), which requests it, and the
+    /// callbacks run from `rcu_core()` at the first tick after it ended
+    /// (`note_gp_changes()` -> `rcu_advance_cbs()` -> `rcu_do_batch()`; on
+    /// PREEMPT_RT in the rcuc kthread, `use_softirq` being off). Default
+    /// off: no `rcu_nocbs=` and CONFIG_RCU_NOCB_CPU_DEFAULT_ALL=n, as on the
+    /// live 6.18 kernel here (/proc/cmdline, /proc/config.gz). Set with
+    /// `[machine] rcu_nocbs`.
+    pub nocb: bool,
 }
 
 impl RcuParams {
@@ -275,6 +317,8 @@ impl RcuParams {
             exp_setup_ns: 5 * USEC,
             exp_ipi_ns: 2 * USEC,
             lazy_flush_ns: Some(Self::LAZY_FLUSH_NS),
+            rcu_normal_wake_from_gp: nr_cpus.max(1) <= WAKE_FROM_GP_CPU_THRESHOLD,
+            nocb: false,
         }
     }
 
@@ -388,6 +432,18 @@ struct CurGp {
 
 /// One grace-period sequence: normal (`rcu_state.gp_seq`) or expedited
 /// (`rcu_state.expedited_sequence`).
+/// One CPU's part in the running normal grace period (`rcu_data`).
+#[derive(Clone, Copy, Default)]
+struct CpuQs {
+    /// The CPU has noticed the grace period (`rcu_data.gp_seq` caught up,
+    /// `core_needs_qs` and `cpu_no_qs` set by `__note_gp_changes()`).
+    noticed: bool,
+    /// Its context-switch count when it noticed.
+    switches: u64,
+    /// It has reported its quiescent state (`->qsmask` bit cleared).
+    reported: bool,
+}
+
 struct GpMachine {
     seq: Cell<u64>,
     /// Furthest snapshot anyone asked for (`gp_seq_needed`).
@@ -398,10 +454,8 @@ struct GpMachine {
     rng: RefCell<SimRng>,
     /// `synchronize_rcu*()` callers sleep here.
     wq: WaitQueue,
-    /// Per CPU, for the running mechanism-driven grace period: the context
-    /// switch count when it started, and whether the CPU has reported its
-    /// quiescent state (`rcu_data.cpu_no_qs` cleared, `->qsmask` bit gone).
-    qs: RefCell<Vec<(u64, bool)>>,
+    /// Per CPU, for the running mechanism-driven grace period.
+    qs: RefCell<Vec<CpuQs>>,
     /// Next force-quiescent-state scan of the running grace period.
     next_fqs: Cell<Time>,
 }
@@ -421,10 +475,18 @@ impl GpMachine {
     }
 }
 
+/// A queued callback.
 struct Callback {
+    /// The `gp_seq` value after which it may run ([`UNACCELERATED`] until
+    /// `rcu_accelerate_cbs()` has given it one).
     snap: u64,
+    /// What it does.
     f: Box<dyn FnOnce()>,
 }
+
+/// The snapshot of a callback not yet given a grace period (it sits in the
+/// RCU_NEXT_TAIL segment of a non-offloaded CPU until that CPU's next tick).
+const UNACCELERATED: u64 = u64::MAX;
 
 struct RcuInner {
     sim: Sim,
@@ -444,6 +506,9 @@ struct RcuInner {
     cbs_queued: Cell<u64>,
     cbs_invoked: Cell<u64>,
     invoking: Cell<bool>,
+    /// A tick is scheduled to accelerate the non-offloaded callbacks
+    /// (`rcu_core()` from `rcu_pending()`).
+    accel_pending: Cell<bool>,
     /// `rcu_barrier()` callers sleep here.
     barrier_wq: WaitQueue,
     stats: RefCell<RcuStats>,
@@ -481,6 +546,7 @@ impl Rcu {
             cbs_queued: Cell::new(0),
             cbs_invoked: Cell::new(0),
             invoking: Cell::new(false),
+            accel_pending: Cell::new(false),
             barrier_wq: WaitQueue::with_label("rcu:rcu_barrier"),
             stats: RefCell::new(RcuStats::default()),
         })))
@@ -510,7 +576,7 @@ impl Rcu {
         let inner = self.0.clone();
         async move {
             inner.stats.borrow_mut().synchronize_calls += 1;
-            inner.wait_gp(GpKind::Normal).await;
+            inner.synchronize_rcu_normal().await;
         }
     }
 
@@ -520,12 +586,13 @@ impl Rcu {
         let inner = self.0.clone();
         async move {
             inner.stats.borrow_mut().expedited_calls += 1;
-            let kind = if inner.rcu_gp_is_normal() {
-                GpKind::Normal
+            if inner.rcu_gp_is_normal() {
+                // kernel/rcu/tree_exp.h: "If expedited grace periods are
+                // prohibited, fall back to normal" (synchronize_rcu_normal).
+                inner.synchronize_rcu_normal().await;
             } else {
-                GpKind::Expedited
-            };
-            inner.wait_gp(kind).await;
+                inner.wait_gp(GpKind::Expedited).await;
+            }
         }
     }
 
@@ -551,23 +618,7 @@ impl Rcu {
     }
 
     fn queue_callback(&self, f: impl FnOnce() + 'static, lazy: Option<Time>) {
-        let inner = &self.0;
-        let snap = rcu_seq_snap(inner.normal.seq.get());
-        inner.cbs_waiting.borrow_mut().push_back(Callback {
-            snap,
-            f: Box::new(f),
-        });
-        inner.cbs_queued.set(inner.cbs_queued.get() + 1);
-        inner.stats.borrow_mut().callbacks_queued += 1;
-        match lazy {
-            None => inner.request(GpKind::Normal, snap),
-            Some(d) => {
-                let me = inner.clone();
-                inner
-                    .sim
-                    .schedule_in(d, move || me.request(GpKind::Normal, snap));
-            }
-        }
+        self.0.enqueue_cb(Box::new(f), lazy);
     }
 
     /// `rcu_barrier()`: returns once every callback queued before the call has
@@ -576,8 +627,15 @@ impl Rcu {
         let inner = self.0.clone();
         async move {
             let target = inner.cbs_queued.get();
-            // rcu_barrier() flushes lazy callbacks: they need a grace period now.
-            let snap = inner.cbs_waiting.borrow().iter().map(|c| c.snap).max();
+            // rcu_barrier() flushes lazy callbacks: they need a grace period
+            // now (unaccelerated ones get theirs at the next tick).
+            let snap = inner
+                .cbs_waiting
+                .borrow()
+                .iter()
+                .map(|c| c.snap)
+                .filter(|&s| s != UNACCELERATED)
+                .max();
             if let Some(snap) = snap {
                 inner.request(GpKind::Normal, snap);
             }
@@ -676,6 +734,82 @@ impl RcuInner {
         self.params.rcu_normal_after_boot
     }
 
+    /// Grace periods come from the mechanism, not from a stub distribution.
+    fn mech(&self) -> bool {
+        self.params.gp_normal == GpDuration::FromMachine
+    }
+
+    /// `synchronize_rcu_normal()`: with `rcu_normal_wake_from_gp` the caller
+    /// requests the grace period and is woken by its cleanup; without it,
+    /// `wait_rcu_gp(call_rcu_hurry)`: a callback that completes the caller,
+    /// which then waits for that callback's whole path.
+    async fn synchronize_rcu_normal(self: Rc<Self>) {
+        if !self.mech() || self.params.rcu_normal_wake_from_gp {
+            return self.wait_gp(GpKind::Normal).await;
+        }
+        let done = Completion::new("rcu:wait_rcu_gp");
+        let d = done.clone();
+        self.enqueue_cb(Box::new(move || d.complete()), None);
+        done.wait_for_completion(&self.sim).await;
+    }
+
+    /// `__call_rcu()`: queues `f` on the callback list. On an offloaded CPU
+    /// (or with a stub grace period) the callback gets its grace period now:
+    /// requested at once, or after the lazy flush delay when `lazy` (only
+    /// offloaded CPUs have lazy callbacks). On a non-offloaded CPU it waits
+    /// for the CPU's next tick ([`Self::accel_at_tick`]).
+    fn enqueue_cb(self: &Rc<Self>, f: Box<dyn FnOnce()>, lazy: Option<Time>) {
+        self.cbs_queued.set(self.cbs_queued.get() + 1);
+        self.stats.borrow_mut().callbacks_queued += 1;
+        if self.mech() && !self.params.nocb {
+            self.cbs_waiting.borrow_mut().push_back(Callback {
+                snap: UNACCELERATED,
+                f,
+            });
+            if !self.accel_pending.get() {
+                self.accel_pending.set(true);
+                let me = self.clone();
+                self.sim
+                    .schedule_at(self.next_tick(self.sim.now()), move || me.accel_at_tick());
+            }
+            return;
+        }
+        let snap = rcu_seq_snap(self.normal.seq.get());
+        self.cbs_waiting
+            .borrow_mut()
+            .push_back(Callback { snap, f });
+        match lazy {
+            None => self.request(GpKind::Normal, snap),
+            Some(d) => {
+                let me = self.clone();
+                self.sim
+                    .schedule_in(d, move || me.request(GpKind::Normal, snap));
+            }
+        }
+    }
+
+    /// The tick after a callback was queued on a non-offloaded CPU:
+    /// `rcu_pending()` sees callbacks needing a grace period, `rcu_core()`
+    /// runs `rcu_accelerate_cbs_unlocked()`, which gives them the grace
+    /// period that starts after now (`rcu_seq_snap()`) and requests it
+    /// (`rcu_start_this_gp()`). Simplified: done even when a grace period is
+    /// running and this CPU already reported (the kernel then waits for the
+    /// tick after it ends; the snapshot is the same).
+    fn accel_at_tick(self: &Rc<Self>) {
+        self.accel_pending.set(false);
+        let snap = rcu_seq_snap(self.normal.seq.get());
+        let mut any = false;
+        for cb in self.cbs_waiting.borrow_mut().iter_mut() {
+            if cb.snap == UNACCELERATED {
+                cb.snap = snap;
+                any = true;
+            }
+        }
+        if any {
+            self.request(GpKind::Normal, snap);
+        }
+    }
+
     /// Snapshot, request, sleep until done.
     async fn wait_gp(self: Rc<Self>, kind: GpKind) {
         let snap = rcu_seq_snap(self.machine(kind).seq.get());
@@ -741,7 +875,7 @@ impl RcuInner {
             // sleeps jiffies_till_first_fqs (a jiffies timeout: it expires at a
             // tick boundary).
             let view = self.cpu_view();
-            *m.qs.borrow_mut() = view.iter().map(|v| (v.nr_switches, false)).collect();
+            *m.qs.borrow_mut() = vec![CpuQs::default(); view.len()];
             let j = self.params.jiffy_ns();
             m.next_fqs
                 .set((now / j + self.params.jiffies_till_first_fqs()) * j);
@@ -817,15 +951,22 @@ impl RcuInner {
         let view = self.cpu_view();
         let mut left = 0;
         for (q, v) in m.qs.borrow_mut().iter_mut().zip(&view) {
-            if q.1 {
+            if q.reported {
                 continue;
             }
-            let switched = v.nr_switches != q.0;
             let report = if v.idle {
                 // Dyntick-idle: no tick; the FQS scan sees the EQS
                 // (rcu_watching_snap_save / rcu_implicit_dynticks_qs).
                 fqs
-            } else if switched {
+            } else if !q.noticed {
+                // The first tick of a busy CPU in this grace period only
+                // notices it (rcu_pending: gp_seq moved -> rcu_core ->
+                // note_gp_changes sets cpu_no_qs): a quiescent state must
+                // follow, reported at a later tick.
+                q.noticed = true;
+                q.switches = v.nr_switches;
+                false
+            } else if v.nr_switches != q.switches {
                 true // rcu_note_context_switch(), reported at this tick
             } else if v.preempt_disabled {
                 false // a tick inside a preempt-disabled section reports nothing
@@ -835,7 +976,7 @@ impl RcuInner {
                 p.preempt_rcu || urgent
             };
             if report {
-                q.1 = true;
+                q.reported = true;
             } else {
                 left += 1;
             }
@@ -893,31 +1034,23 @@ impl RcuInner {
             }
         }
         self.trace_gp(kind, "end");
-        let mech = kind == GpKind::Normal && self.params.gp_normal == GpDuration::FromMachine;
-        let tick = self.next_tick(now);
-        if mech && self.params.nr_cpus > WAKE_FROM_GP_CPU_THRESHOLD {
-            // wait_rcu_gp(call_rcu_hurry): the waiter's wakeme_after_rcu
-            // callback runs when its CPU notices the new gp_seq, at its next
-            // tick (rcu_core).
-            let me = self.clone();
-            self.sim.schedule_at(tick, move || {
-                me.machine(kind).wq.wake_up_all();
-            });
-        } else {
-            // rcu_normal_wake_from_gp (on by default up to 16 CPUs):
-            // rcu_gp_cleanup() wakes synchronize_rcu() callers itself.
-            m.wq.wake_up_all();
-        }
+        // rcu_normal_wake_from_gp: rcu_gp_cleanup() wakes synchronize_rcu()
+        // callers itself (the others wait for their callback, below).
+        m.wq.wake_up_all();
         if !rcu_seq_done(m.seq.get(), m.needed.get()) {
             self.start_gp(kind);
         }
         if kind == GpKind::Normal {
-            if mech {
-                // Callbacks advance when each CPU notices the grace period
-                // ended: at its next tick (note_gp_changes -> rcu_do_batch).
+            if self.mech() && !self.params.nocb {
+                // Callbacks advance when their CPU notices the grace period
+                // ended: at its next tick (rcu_pending -> rcu_core ->
+                // note_gp_changes -> rcu_advance_cbs -> rcu_do_batch).
                 let me = self.clone();
-                self.sim.schedule_at(tick, move || me.advance_cbs());
+                self.sim
+                    .schedule_at(self.next_tick(now), move || me.advance_cbs());
             } else {
+                // Offloaded: rcu_nocb_gp_cleanup() wakes rcuog, which wakes
+                // rcuoc to invoke them (kthread wakeups taken as 0).
                 self.advance_cbs();
             }
         }
@@ -1068,19 +1201,25 @@ mod tests {
         assert_eq!(rcu_jiffies_till_force_qs(300), 2);
     }
 
-    /// A machine with `cpus` CPUs; `busy` of them run one long non-switching
-    /// request each. Returns (time synchronize_rcu() called at `at` returned,
-    /// or of the expedited variant).
-    fn one_sync(hz: u64, cpus: usize, busy: usize, preempt_rcu: bool, exp: bool, at: Time) -> Time {
+    /// A machine with `cpus` CPUs at `hz`; `busy` of them run one long
+    /// non-switching request each; `tweak` adjusts the parameters. Returns
+    /// how long synchronize_rcu() (or the expedited variant) called at `at`
+    /// took.
+    fn sync_on(
+        hz: u64,
+        cpus: usize,
+        busy: usize,
+        tweak: impl FnOnce(&mut RcuParams),
+        exp: bool,
+        at: Time,
+    ) -> Time {
         let sim = Sim::new(1);
         let sched = Sched::new(
             &sim,
             crate::model::kernel::sched::SchedParams::for_cpus(cpus),
         );
-        let p = RcuParams {
-            preempt_rcu,
-            ..RcuParams::for_machine(cpus, hz, false)
-        };
+        let mut p = RcuParams::for_machine(cpus, hz, false);
+        tweak(&mut p);
         let rcu = Rcu::with_sched(&sim, p, Some(sched.clone())).unwrap();
         for i in 0..busy {
             let sc = sched.clone();
@@ -1106,6 +1245,11 @@ mod tests {
         done.get() - at
     }
 
+    /// [`sync_on`] with the kernel defaults and a choice of RCU flavour.
+    fn one_sync(hz: u64, cpus: usize, busy: usize, preempt_rcu: bool, exp: bool, at: Time) -> Time {
+        sync_on(hz, cpus, busy, |p| p.preempt_rcu = preempt_rcu, exp, at)
+    }
+
     #[test]
     fn grace_period_is_longer_at_hz_100() {
         // Idle CPUs are seen at the first FQS scan: 3 jiffies at HZ=1000,
@@ -1126,9 +1270,23 @@ mod tests {
         let busy = one_sync(1000, 4, 4, false, false, 0);
         assert_eq!(idle, 3 * MSEC);
         assert_eq!(busy, 100 * MSEC);
-        // Preemptible RCU: each busy CPU's next tick reports.
+        // Preemptible RCU: each busy CPU notices the grace period at its
+        // first tick and reports at its second.
         let busy_prcu = one_sync(1000, 4, 4, true, false, 0);
-        assert_eq!(busy_prcu, MSEC);
+        assert_eq!(busy_prcu, 2 * MSEC);
+    }
+
+    #[test]
+    fn grace_period_lengthens_with_fewer_cpus_ticking() {
+        // Every CPU ticking reports within two ticks; a dyntick-idle CPU
+        // does not tick and waits for the FQS scan (3 jiffies at HZ=1000).
+        let all_ticking = one_sync(1000, 4, 4, true, false, 0);
+        let two_ticking = one_sync(1000, 4, 2, true, false, 0);
+        let none_ticking = one_sync(1000, 4, 0, true, false, 0);
+        assert_eq!(all_ticking, 2 * MSEC);
+        assert_eq!(two_ticking, 3 * MSEC);
+        assert_eq!(none_ticking, 3 * MSEC);
+        assert!(two_ticking > all_ticking);
     }
 
     #[test]
@@ -1137,6 +1295,90 @@ mod tests {
         let busy = one_sync(1000, 16, 8, true, true, 0);
         assert_eq!(idle, 5 * USEC);
         assert_eq!(busy, 5 * USEC + 8 * 2 * USEC);
+    }
+
+    #[test]
+    fn expedited_is_a_normal_grace_period_on_rt() {
+        // PREEMPT_RT: rcu_normal_after_boot defaults on.
+        let rt = |p: &mut RcuParams| *p = RcuParams::for_machine(4, 1000, true);
+        let exp_rt = sync_on(1000, 4, 0, rt, true, 500 * USEC);
+        let exp = one_sync(1000, 4, 0, true, true, 500 * USEC);
+        let normal = one_sync(1000, 4, 0, true, false, 500 * USEC);
+        assert_eq!(exp, 5 * USEC);
+        assert_eq!(exp_rt, normal);
+        assert_eq!(exp_rt, 3 * MSEC - 500 * USEC);
+    }
+
+    #[test]
+    fn wait_rcu_gp_pays_the_callback_path() {
+        // Without rcu_normal_wake_from_gp the caller waits for its callback.
+        // Not offloaded: the grace period is requested at the next tick
+        // (1 ms), its FQS ends it at 4 ms, the callback runs at the tick
+        // after (5 ms).
+        let cb = |p: &mut RcuParams| p.rcu_normal_wake_from_gp = false;
+        let at = 500 * USEC;
+        let wake = one_sync(1000, 4, 0, true, false, at);
+        let tick = sync_on(1000, 4, 0, cb, false, at);
+        assert_eq!(wake, 3 * MSEC - at);
+        assert_eq!(tick, 5 * MSEC - at);
+        // Offloaded (rcuog/rcuoc): no tick on either side.
+        let nocb = |p: &mut RcuParams| {
+            p.rcu_normal_wake_from_gp = false;
+            p.nocb = true;
+        };
+        assert_eq!(sync_on(1000, 4, 0, nocb, false, at), wake);
+        // At HZ=100 each of those ticks is 10 ms: 10 + 10 + 10 ms.
+        let slow = sync_on(100, 4, 0, cb, false, at);
+        assert_eq!(slow, 30 * MSEC - at);
+    }
+
+    #[test]
+    fn preempted_reader_holds_the_grace_period_under_rt() {
+        // One CPU shared by a hog and a reader that needs 5 ms of CPU inside
+        // its read-side section: preemptible RCU lets the hog preempt the
+        // reader, and the grace period lasts until the reader has run.
+        let run = |reader: bool| -> (Time, Time) {
+            let sim = Sim::new(1);
+            let sched = Sched::new(&sim, crate::model::kernel::sched::SchedParams::for_cpus(1));
+            let rcu = Rcu::with_sched(
+                &sim,
+                RcuParams::for_machine(1, 1000, true),
+                Some(sched.clone()),
+            )
+            .unwrap();
+            let root = crate::model::kernel::sched::CgroupId::ROOT;
+            let sc = sched.clone();
+            sched.spawn("hog", root, 0, async move { sc.cpu(10_000 * MSEC).await });
+            let unlocked = Rc::new(Cell::new(0));
+            if reader {
+                let (sc, r, s, u) = (sched.clone(), rcu.clone(), sim.clone(), unlocked.clone());
+                sched.spawn("reader", root, 0, async move {
+                    let guard = r.rcu_read_lock();
+                    sc.cpu(5 * MSEC).await;
+                    drop(guard);
+                    u.set(s.now());
+                });
+            }
+            let done = Rc::new(Cell::new(0));
+            let (s, d) = (sim.clone(), done.clone());
+            sim.spawn("sync", async move {
+                s.sleep_until(100 * USEC).await;
+                rcu.synchronize_rcu().await;
+                d.set(s.now());
+            });
+            sim.run_until(1_000 * MSEC).unwrap();
+            (done.get(), unlocked.get())
+        };
+        let (alone, _) = run(false);
+        let (held, unlocked) = run(true);
+        assert_eq!(alone, 2 * MSEC);
+        // Sharing the CPU, the reader needs well over its 5 ms.
+        assert!(unlocked > 5 * MSEC, "reader left at {unlocked}");
+        assert!(
+            held >= unlocked,
+            "gp ended {held} before the reader left {unlocked}"
+        );
+        assert!(held > alone);
     }
 
     #[test]
