@@ -193,8 +193,19 @@ impl DeviceProfile {
 
     /// A QEMU-emulated NVMe controller (`-device nvme`, `hw/nvme/ctrl.c`)
     /// backed by an image file on a host NVMe SSD, default `cache=writeback`,
-    /// `aio=threads`, QEMU 7.1 or later (doorbells through ioeventfd with the
-    /// shadow doorbell buffer, the default since then).
+    /// `aio=threads`, QEMU 7.1 or later (shadow doorbell buffer, which the
+    /// Linux driver uses when the controller offers it).
+    ///
+    /// ioeventfd: the numbers below were measured with `ioeventfd=on`, but
+    /// QEMU 7.1 shipped with it off by default ("hw/nvme: do not enable
+    /// ioeventfd by default", K. Jensen, July 2022, a fix of 2e53b0b45024
+    /// before the release). With it off a doorbell write that the shadow
+    /// buffer's event index asks for is an MMIO exit to QEMU taken on the
+    /// submitting vCPU; the guest driver writes the doorbell only when the
+    /// event index says so, about once per batch of submissions, so the
+    /// difference is a few microseconds of vCPU time per batch. It is not
+    /// modelled (no figure for it is at hand), and it cannot explain a
+    /// per-page cost of hundreds of microseconds.
     ///
     /// Sources: QEMU commit 0ebf76aae583 ("hw/nvme: Use ioeventfd to handle
     /// doorbell updates", J. Fan, 2022) measured fio 4 KiB random I/O on a

@@ -144,6 +144,9 @@ struct Cgroup {
 
 struct Cpu {
     current: Option<TaskId>,
+    /// vruntime of `current` (fixed while it runs: it is charged when it
+    /// stops), kept here so `update_min_vruntime` reads no task.
+    curr_vruntime: u64,
     timer: Option<TimerId>,
     busy_ns: Time,
     /// Last task put on this CPU (None: idle), to count context switches.
@@ -167,11 +170,76 @@ pub struct CpuRcuView {
     pub preempt_disabled: bool,
 }
 
+/// The scheduler's entities by task id: a slot per executor task slot
+/// ([`TaskId::index`]) for the task now in it, so lookups on the hot paths
+/// (every `cpu()` request, pick, preemption) take no tree search; ids of
+/// exited tasks whose slot was reused stay reachable through `older`.
+#[derive(Default)]
+struct TaskTable {
+    /// Every entity ever registered, in registration order.
+    ents: Vec<Entity>,
+    /// By executor slot: the last task id registered there, and its entity.
+    slot: Vec<Option<(TaskId, usize)>>,
+    /// Ids displaced from their slot by a later task, with their entity.
+    older: BTreeMap<TaskId, usize>,
+}
+
+impl TaskTable {
+    /// The entity index of `id`.
+    fn idx(&self, id: &TaskId) -> Option<usize> {
+        match self.slot.get(id.index() as usize) {
+            Some(Some((t, i))) if t == id => Some(*i),
+            _ => self.older.get(id).copied(),
+        }
+    }
+
+    fn contains_key(&self, id: &TaskId) -> bool {
+        self.idx(id).is_some()
+    }
+
+    fn get(&self, id: &TaskId) -> Option<&Entity> {
+        self.idx(id).map(|i| &self.ents[i])
+    }
+
+    fn get_mut(&mut self, id: &TaskId) -> Option<&mut Entity> {
+        self.idx(id).map(|i| &mut self.ents[i])
+    }
+
+    /// Registers `id` (replacing its entity if it was registered).
+    fn insert(&mut self, id: TaskId, e: Entity) {
+        if let Some(i) = self.idx(&id) {
+            self.ents[i] = e;
+            return;
+        }
+        let i = self.ents.len();
+        self.ents.push(e);
+        let s = id.index() as usize;
+        if self.slot.len() <= s {
+            self.slot.resize(s + 1, None);
+        }
+        if let Some((old, oi)) = self.slot[s].replace((id, i)) {
+            self.older.insert(old, oi);
+        }
+    }
+
+    /// Every entity (in registration order).
+    fn values(&self) -> impl Iterator<Item = &Entity> {
+        self.ents.iter()
+    }
+}
+
+impl std::ops::Index<&TaskId> for TaskTable {
+    type Output = Entity;
+    fn index(&self, id: &TaskId) -> &Entity {
+        self.get(id).expect("sched: task not registered")
+    }
+}
+
 struct Inner {
     sim: Sim,
     params: SchedParams,
     cpus: RefCell<Vec<Cpu>>,
-    tasks: RefCell<BTreeMap<TaskId, Entity>>,
+    tasks: RefCell<TaskTable>,
     /// Runnable tasks ordered by (vruntime, enqueue order).
     runnable: RefCell<BTreeSet<(u64, u64, TaskId)>>,
     cgroups: RefCell<Vec<Cgroup>>,
@@ -197,6 +265,7 @@ impl Sched {
                 (0..n)
                     .map(|_| Cpu {
                         current: None,
+                        curr_vruntime: 0,
                         timer: None,
                         busy_ns: 0,
                         prev: None,
@@ -204,7 +273,7 @@ impl Sched {
                     })
                     .collect(),
             ),
-            tasks: RefCell::new(BTreeMap::new()),
+            tasks: RefCell::new(TaskTable::default()),
             runnable: RefCell::new(BTreeSet::new()),
             cgroups: RefCell::new(vec![Cgroup {
                 name: "/".into(),
@@ -684,7 +753,7 @@ impl Sched {
             return;
         };
         self.0.runnable.borrow_mut().remove(&key);
-        let (slice, cg, waited) = {
+        let (slice, cg, waited, vruntime) = {
             let mut tasks = self.0.tasks.borrow_mut();
             let e = tasks.get_mut(&id).expect("registered");
             let State::Runnable { since } = e.state else {
@@ -698,13 +767,14 @@ impl Sched {
             } else {
                 e.remaining
             };
-            (slice, e.cgroup, waited)
+            (slice, e.cgroup, waited, e.vruntime)
         };
         self.cg_wait_end(cg, now, waited);
         let s = self.clone();
         let timer = self.0.sim.schedule_in(slice, move || s.slice_end(cpu, id));
         let mut cpus = self.0.cpus.borrow_mut();
         cpus[cpu].current = Some(id);
+        cpus[cpu].curr_vruntime = vruntime;
         cpus[cpu].timer = Some(timer);
         if cpus[cpu].prev != Some(id) {
             cpus[cpu].prev = Some(id);
@@ -757,12 +827,15 @@ impl Sched {
         self.0.runnable.borrow_mut().insert((vr, seq, id));
     }
 
+    /// `update_min_vruntime()`: min_vruntime follows the smallest vruntime
+    /// of the queued and running entities, never moving backwards. The
+    /// queue's minimum is its first key; the running ones are read from the
+    /// CPU slots (each keeps its current task's vruntime).
     fn update_min_vruntime(&self) {
-        let tasks = self.0.tasks.borrow();
         let mut m: Option<u64> = self.0.runnable.borrow().first().map(|k| k.0);
         for c in self.0.cpus.borrow().iter() {
-            if let Some(cur) = c.current {
-                let v = tasks[&cur].vruntime;
+            if c.current.is_some() {
+                let v = c.curr_vruntime;
                 m = Some(m.map_or(v, |x| x.min(v)));
             }
         }

@@ -23,15 +23,31 @@
 //!   over every AG with `XFS_ALLOC_FLAG_TRYLOCK` (an AG whose AGF is locked,
 //!   or that lacks the space, is skipped), then a second, blocking pass.
 //!
+//! - frees (`xfs_free_extent()` -> `__xfs_free_extent()` ->
+//!   `xfs_free_ag_extent()`): the extent's own AG is locked (no choice, no
+//!   trylock pass), the freed range merges with free neighbours in the
+//!   bnobt (one record fewer when it joins two, a new record when it joins
+//!   none), and both btrees are updated at their heights. Unlink and
+//!   truncate do not free in their own transaction: `xfs_bunmapi()` logs an
+//!   extent-free intent (EFI) and `xfs_defer_finish()` rolls the
+//!   transaction and frees each extent in AG order
+//!   (`xfs_extent_free_diff_items()`), one AGF at a time, logging an EFD
+//!   ([`XfsMount::defer_free_extents`]).
+//!
 //! Left out: inode chunk allocation and the inode btrees (AGI lock), the
-//! AGFL refill, busy extents, per-AG reservations, `inode32`, realtime, frees
-//! (no modelled workload deletes or truncates files yet).
+//! AGFL refill, busy extents (a freed extent is reusable at once), per-AG
+//! reservations, `inode32`, realtime. No modelled workload unlinks or
+//! truncates files yet, so frees are reached only through
+//! [`XfsMount::defer_free_extents`] (and its tests).
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 use crate::model::fs::vfs::Machine;
-use crate::model::kernel::locking::{Semaphore, SemaphoreGuard};
+use crate::model::kernel::locking::{LockStats, Semaphore, SemaphoreGuard};
+use crate::model::kernel::sched::Sched;
+
+use super::{XFS_BTREE_LEVEL_NS, XFS_TRANS_COMMIT_NS, XFS_TRANS_RESERVE_NS};
 
 /// AGs of a filesystem made without `agcount`: 4, what `mkfs.xfs` chooses
 /// for a single device under 4 TiB without stripe geometry
@@ -147,11 +163,34 @@ impl Perag {
         let f = self.free_extents.get() as i64 + new_fragments;
         self.free_extents.set(f.max(1) as u64);
     }
+
+    /// Accounts a free of `blocks` that joined `free_neighbours` (0, 1 or
+    /// 2) free extents (`xfs_free_ag_extent()`): a new record when it joins
+    /// none, one record fewer when it bridges two.
+    fn give(&self, blocks: u64, free_neighbours: u32) {
+        self.free_blocks.set(self.free_blocks.get() + blocks);
+        let f = self.free_extents.get() as i64 + 1 - i64::from(free_neighbours.min(2));
+        self.free_extents.set(f.max(1) as u64);
+    }
 }
 
 /// The per-mount AG state (`struct xfs_mount`'s perag array and rotor).
+/// One extent to free: its AG, length in blocks, and how many of its two
+/// neighbours on disk are free (so it merges with them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FreeExtent {
+    /// AG of the extent.
+    pub agno: u32,
+    /// Length, blocks.
+    pub blocks: u64,
+    /// Free neighbours on disk (0, 1 or 2).
+    pub free_neighbours: u32,
+}
+
 pub struct XfsMount {
     pub geo: XfsGeometry,
+    /// The scheduler, for the CPU of frees.
+    sched: Sched,
     pub perags: Vec<Perag>,
     /// `m_agirotor`: directories created so far.
     agirotor: Cell<u32>,
@@ -164,10 +203,15 @@ impl XfsMount {
     /// directory in AG 0. AGF lock classes are per AG (`xfs_agf:agN`), so
     /// lock_stat shows each AG's contention.
     pub fn new(m: &Machine, geo: XfsGeometry) -> XfsMount {
+        Self::with_locks(m.sched(), m.locks(), geo)
+    }
+
+    /// [`XfsMount::new`] from the scheduler and the lock statistics alone.
+    pub fn with_locks(sched: &Sched, locks: &LockStats, geo: XfsGeometry) -> XfsMount {
         let perags = (0..geo.agcount.max(1))
             .map(|agno| Perag {
                 agno,
-                agf: Semaphore::new(m.locks().class(&format!("xfs_agf:ag{agno}")), m.sched(), 1),
+                agf: Semaphore::new(locks.class(&format!("xfs_agf:ag{agno}")), sched, 1),
                 free_blocks: Cell::new(geo.agblocks),
                 free_extents: Cell::new(1),
                 next_agino: Cell::new(if agno == 0 {
@@ -181,6 +225,7 @@ impl XfsMount {
         dirs.insert(String::new(), 0);
         XfsMount {
             geo,
+            sched: sched.clone(),
             perags,
             agirotor: Cell::new(0),
             dirs: RefCell::new(dirs),
@@ -255,6 +300,47 @@ impl XfsMount {
     pub fn account_alloc(&self, agno: u32, blocks: u64, neighbours: u32) {
         self.perags[agno as usize].take(blocks, 1 - i64::from(neighbours));
     }
+
+    /// `xfs_free_extent()` inside a transaction: locks the extent's AGF (its
+    /// own AG: a free cannot go elsewhere, so there is no trylock pass),
+    /// walks and logs the bnobt and the cntbt at their heights
+    /// ([`XFS_BTREE_LEVEL_NS`] per level), and accounts the free. Returns
+    /// the AGF guard: the caller keeps it until its transaction commits.
+    pub async fn free_extent(&self, ext: FreeExtent) -> SemaphoreGuard {
+        let agno = ext.agno.min(self.agcount() - 1);
+        let pag = &self.perags[agno as usize];
+        let agf = pag.agf.down().await;
+        let (bno, cnt) = pag.alloc_btree_levels();
+        self.sched
+            .cpu(u64::from(bno + cnt) * XFS_BTREE_LEVEL_NS)
+            .await;
+        pag.give(ext.blocks, ext.free_neighbours);
+        agf
+    }
+
+    /// `xfs_defer_finish()` of an extent-free intent (EFI) logged by unlink
+    /// or truncate (`xfs_bunmapi()` -> `xfs_free_extent_later()`): the
+    /// extents are sorted by AG (`xfs_extent_free_diff_items()`, so AGF
+    /// locks are taken in AG order), then for each one the transaction is
+    /// rolled ([`XFS_TRANS_COMMIT_NS`] + [`XFS_TRANS_RESERVE_NS`]: a commit
+    /// releases the previous AGF) and the extent is freed under its AGF,
+    /// logging the done item (EFD); the last AGF is released by the final
+    /// commit.
+    pub async fn defer_free_extents(&self, extents: &[FreeExtent]) {
+        let mut sorted = extents.to_vec();
+        sorted.sort_by_key(|e| e.agno);
+        let mut held: Option<SemaphoreGuard> = None;
+        for e in sorted {
+            // xfs_defer_trans_roll: commit (releasing the held AGF), new
+            // reservation.
+            self.sched.cpu(XFS_TRANS_COMMIT_NS).await;
+            drop(held.take());
+            self.sched.cpu(XFS_TRANS_RESERVE_NS).await;
+            held = Some(self.free_extent(e).await);
+        }
+        self.sched.cpu(XFS_TRANS_COMMIT_NS).await;
+        drop(held);
+    }
 }
 
 #[cfg(test)]
@@ -278,6 +364,91 @@ mod tests {
             .agblklog(),
             20
         );
+    }
+
+    use sim::{Sim, Time, USEC};
+
+    use crate::model::kernel::sched::SchedParams;
+
+    fn mount(cpus: usize) -> (Sim, LockStats, std::rc::Rc<XfsMount>) {
+        let sim = Sim::new(1);
+        let sched = Sched::new(&sim, SchedParams::for_cpus(cpus));
+        let locks = LockStats::new();
+        let mp = XfsMount::with_locks(&sched, &locks, XfsGeometry::default());
+        (sim, locks, std::rc::Rc::new(mp))
+    }
+
+    #[test]
+    fn free_accounting_merges_with_free_neighbours() {
+        let (sim, _, mp) = mount(2);
+        // Fragment AG 1: three allocations without neighbours.
+        for _ in 0..3 {
+            mp.account_alloc(1, 10, 0);
+        }
+        let pag = &mp.perags[1];
+        assert_eq!(pag.free_extents(), 4);
+        assert_eq!(pag.free_blocks(), XFS_DEFAULT_AGBLOCKS - 30);
+        let m2 = mp.clone();
+        sim.spawn("rm", async move {
+            let fe = |n| FreeExtent {
+                agno: 1,
+                blocks: 10,
+                free_neighbours: n,
+            };
+            // Bridging two free extents removes a record; joining one keeps
+            // the count; joining none adds one.
+            m2.defer_free_extents(&[fe(2)]).await;
+            assert_eq!(m2.perags[1].free_extents(), 3);
+            m2.defer_free_extents(&[fe(1)]).await;
+            assert_eq!(m2.perags[1].free_extents(), 3);
+            m2.defer_free_extents(&[fe(0)]).await;
+            assert_eq!(m2.perags[1].free_extents(), 4);
+        });
+        sim.run().unwrap();
+        assert_eq!(mp.perags[1].free_blocks(), XFS_DEFAULT_AGBLOCKS);
+        assert_eq!(mp.perags[0].free_blocks(), XFS_DEFAULT_AGBLOCKS);
+    }
+
+    #[test]
+    fn deferred_free_waits_for_the_agf_of_its_own_ag_only() {
+        let (sim, locks, mp) = mount(4);
+        const HOLD: Time = 500 * USEC;
+        // An allocation in AG 2 holds its AGF for HOLD (a sleeping holder,
+        // as a transaction waiting on I/O would).
+        let m1 = mp.clone();
+        let s1 = sim.clone();
+        sim.spawn("alloc", async move {
+            let (agno, g) = m1.alloc_vextent_start_ag(2, 1).await;
+            assert_eq!(agno, 2);
+            s1.sleep(HOLD).await;
+            drop(g);
+        });
+        let done = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        for (name, agno) in [("rm-ag2", 2), ("rm-ag3", 3)] {
+            let (m, s, d) = (mp.clone(), sim.clone(), done.clone());
+            sim.spawn(name, async move {
+                s.sleep(USEC).await;
+                m.defer_free_extents(&[FreeExtent {
+                    agno,
+                    blocks: 1,
+                    free_neighbours: 0,
+                }])
+                .await;
+                d.borrow_mut().push((name, s.now()));
+            });
+        }
+        sim.run().unwrap();
+        let done = done.borrow();
+        let at = |n: &str| done.iter().find(|(x, _)| *x == n).unwrap().1;
+        // The free in AG 3 does not wait; the one in AG 2 waits for the
+        // allocation's commit, then does its own btree work.
+        assert!(at("rm-ag3") < HOLD, "AG 3 free at {}", at("rm-ag3"));
+        assert!(at("rm-ag2") > HOLD, "AG 2 free at {}", at("rm-ag2"));
+        let st = locks.get("xfs_agf:ag2").unwrap();
+        assert_eq!(st.write.acquisitions, 2);
+        assert_eq!(st.write.contentions, 1);
+        let st3 = locks.get("xfs_agf:ag3").unwrap();
+        assert_eq!(st3.write.contentions, 0);
     }
 
     #[test]
