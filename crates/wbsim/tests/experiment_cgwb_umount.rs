@@ -43,6 +43,17 @@ fn per_sb_removes_the_cross_superblock_penalty_and_both_keep_the_invariant() {
         idle_g > base_g + 5.0,
         "global idle {idle_g} vs baseline {base_g} ms"
     );
+    // Killed cgroup wbs do not keep the churn's dirty data: each 1 MiB write
+    // is one large folio, the flusher kicked after it writes the whole file
+    // before the rmdir, so dirty memory stays below the limit and no
+    // churner is throttled.
+    for r in [&global, &per_sb] {
+        let dirty = stat(r, "dirty_pages", "max");
+        let limit = stat(r, "dirty_limit_pages", "max");
+        assert!(dirty < limit, "[{}] dirty {dirty} limit {limit}", r.variant);
+        let pauses = stat(r, "bdp.pauses", "max");
+        assert_eq!(pauses, 0.0, "[{}] balance_dirty_pages pauses", r.variant);
+    }
     // Of 8 concurrent umounts only those that meet in-flight switches wait:
     // compare the tails.
     let conc_g = stat(&global, "umount.c_concurrent", "p99");

@@ -241,8 +241,9 @@ fn clean_umount_costs_per_filesystem() {
         out.push((name, t));
     }
     eprintln!("{out:?}");
+    // Live (docs/probe/umount.json): xfs 1.65 ms, btrfs 0.90 ms.
     for (name, t) in &out {
-        assert!(*t > MSEC && *t < 100 * MSEC, "{name}: {t}");
+        assert!(*t > 300 * USEC && *t < 100 * MSEC, "{name}: {t}");
     }
     // XFS writes three PREFLUSH|FUA log records, btrfs one flush and one FUA
     // superblock: XFS's umount is the longest.

@@ -53,6 +53,14 @@ pub struct Args {
     #[arg(long, value_name = "SIZE", default_value = "4g",
           value_parser = crate::experiment::validate::parse_max_memory)]
     pub max_memory: u64,
+    /// Write the model's trace events (kernel tracepoint names) to this file;
+    /// one run only (`--variant NAME --repeat 1`).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// With --trace: keep only these tracepoints (comma-separated names,
+    /// e.g. `inode_switch_wbs,writeback_start`).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', requires = "trace")]
+    pub trace_events: Vec<String>,
 }
 
 /// The file name of one run's results (the same as `wbsim reproduce` writes).
@@ -116,6 +124,13 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     let opts = RunOptions {
         quick: a.quick,
         repeat: a.repeat,
+        trace: a
+            .trace
+            .clone()
+            .map(|path| crate::experiment::runner::TraceOptions {
+                path,
+                events: a.trace_events.clone(),
+            }),
     };
     let mut runs = plan(&sc, &opts)?;
     if !a.variants.is_empty() {
@@ -138,6 +153,14 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             a.out
                 .as_deref()
                 .map_or(String::new(), |p| p.display().to_string()),
+            runs.len()
+        );
+    }
+    if let (Some(t), true) = (&a.trace, runs.len() != 1) {
+        anyhow::bail!(
+            "--trace {}: a trace holds one run, and this is {} runs (variants x repeat); \
+             give --variant NAME --repeat 1",
+            t.display(),
             runs.len()
         );
     }

@@ -138,6 +138,18 @@ impl Machine {
         self.vfs().isw_drain_times()
     }
 
+    /// Every `cgroup_writeback_umount` call so far, with what it waited for.
+    pub fn cgwb_umount_drain_records(&self) -> Vec<crate::model::fs::vfs::IswDrainRecord> {
+        self.vfs().isw_drains()
+    }
+
+    /// Every superblock shutdown phase so far: (superblock name, phase, ns);
+    /// the phases are `sync_filesystem` (with the dcache shrink),
+    /// `cgroup_writeback_umount`, `evict_inodes` and `put_super`.
+    pub fn shutdown_phases(&self) -> Vec<(String, &'static str, Time)> {
+        self.vfs().shutdown_phases()
+    }
+
     /// Inodes switched between wbs so far.
     pub fn cgwb_switched_inodes(&self) -> u64 {
         self.vfs().isw_switched()

@@ -93,11 +93,34 @@ pub fn results(
 /// filesystem (its superblock name); `cgwb.switched_inodes` (count);
 /// `rcu.gps`, `rcu.synchronize_calls` (count) and `rcu.gp_mean` (ms), the
 /// mean normal grace period.
+///
+/// Per call and superblock SB also `cgwb.umount_drain_gps.SB` (grace
+/// periods completed while it waited), `cgwb.umount_drain_switched.SB`
+/// (inodes switched machine-wide meanwhile) and `cgwb.umount_drain_in_flight.SB`
+/// (machine-wide switches in flight at entry); and per superblock shutdown
+/// `umount.phase.PHASE.SB` (ms) for the phases of `generic_shutdown_super`.
 fn cgwb_and_rcu(m: &crate::model::machine::Machine, metrics: &mut Metrics) {
-    let drains = m.cgwb_umount_drains();
-    for (sb, ns) in &drains {
-        metrics.record_as("cgwb.umount_drain", "ns", "ms", *ns);
-        metrics.record_as(&format!("cgwb.umount_drain.{sb}"), "ns", "ms", *ns);
+    let drains = m.cgwb_umount_drain_records();
+    for d in &drains {
+        let sb = &d.sb;
+        metrics.record_as("cgwb.umount_drain", "ns", "ms", d.ns);
+        metrics.record_as(&format!("cgwb.umount_drain.{sb}"), "ns", "ms", d.ns);
+        metrics.record(&format!("cgwb.umount_drain_gps.{sb}"), "count", d.gps);
+        metrics.record(
+            &format!("cgwb.umount_drain_switched.{sb}"),
+            "count",
+            d.switched,
+        );
+        metrics.record(
+            &format!("cgwb.umount_drain_in_flight.{sb}"),
+            "count",
+            d.in_flight,
+        );
+    }
+    if !drains.is_empty() {
+        for (sb, phase, ns) in m.shutdown_phases() {
+            metrics.record_as(&format!("umount.phase.{phase}.{sb}"), "ns", "ms", ns);
+        }
     }
     if !drains.is_empty() {
         metrics.add("cgwb.switched_inodes", "count", m.cgwb_switched_inodes());

@@ -33,6 +33,50 @@ pub struct RunOptions {
     pub quick: bool,
     /// Repetitions per variant, overriding the scenario's (`--repeat`).
     pub repeat: Option<u32>,
+    /// Where the run's trace events go (`--trace`), and which tracepoint
+    /// names to keep (`--trace-events`; empty: all). One run only.
+    pub trace: Option<TraceOptions>,
+}
+
+/// `--trace FILE [--trace-events a,b]`: the model's tracepoints, one line
+/// per event in the kernel trace buffer's style.
+#[derive(Clone, Debug, Default)]
+pub struct TraceOptions {
+    /// The file written.
+    pub path: std::path::PathBuf,
+    /// Tracepoint names kept (empty: every event).
+    pub events: Vec<String>,
+}
+
+/// A line writer that keeps the trace lines whose tracepoint name (the
+/// text between `] ` and the next `:`) is in `keep`.
+struct TraceFilter {
+    out: std::io::BufWriter<std::fs::File>,
+    keep: Vec<String>,
+    line: Vec<u8>,
+}
+
+impl std::io::Write for TraceFilter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for &b in buf {
+            self.line.push(b);
+            if b == b'\n' {
+                let l = String::from_utf8_lossy(&self.line);
+                let name = l
+                    .split_once("] ")
+                    .and_then(|(_, r)| r.split_once(':'))
+                    .map_or("", |(n, _)| n);
+                if self.keep.is_empty() || self.keep.iter().any(|k| k == name) {
+                    self.out.write_all(&self.line)?;
+                }
+                self.line.clear();
+            }
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
 }
 
 /// Why a run failed (a model deadlock, an invariant violation that stops the
@@ -96,6 +140,15 @@ pub fn run_one(
         scenario.duration_ns
     };
     let sim = Sim::new(seed);
+    if let Some(t) = &opts.trace {
+        let f = std::fs::File::create(&t.path)
+            .map_err(|e| fail(format!("--trace {}: {e}", t.path.display())))?;
+        sim.set_trace(sim::TraceSink::Writer(Box::new(TraceFilter {
+            out: std::io::BufWriter::new(f),
+            keep: t.events.clone(),
+            line: Vec::new(),
+        })));
+    }
     let booted = boot::boot(&sim, scenario, variant).map_err(&fail)?;
     let world = booted.world.clone();
     let ops = Rc::new(mounts::RunnerMounts::new(&booted));
@@ -123,6 +176,10 @@ pub fn run_one(
     let outcome = sim.run_while(duration, move || {
         !(w2.end_requested.get() || (has_finite && w2.active.get() == 0))
     });
+    if opts.trace.is_some() {
+        sim.flush_trace()
+            .map_err(|e| fail(format!("--trace: cannot write the trace: {e}")))?;
+    }
     if let Err(d) = outcome {
         return Err(fail(format!("the model deadlocked:\n{d}")));
     }

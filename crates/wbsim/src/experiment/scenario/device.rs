@@ -37,6 +37,10 @@ key_table! {
             "Service-time spread: coefficient of variation of a request's latency, percent.";
         cmd_time: Duration => |p, ns| p.cmd_ns = ns,
             "Time a command holds the controller's one command processor.";
+        flush_lat: Duration => |p, ns| p.flush_latency_ns = ns,
+            "Cost of a cache flush once the writes it covers are done.";
+        fua_lat: Duration => |p, ns| p.fua_latency_ns = ns,
+            "Extra completion latency of a FUA write.";
     }
 }
 

@@ -18,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use sim::{MSEC, USEC};
+use sim::USEC;
 
 /// 1 KiB in bytes.
 const KIB: u64 = 1024;
@@ -273,7 +273,15 @@ impl DeviceProfile {
     /// 160 MiB/s (163; the rate is not monotonic in this parameter: 189, 204,
     /// 163, 145 MiB/s); the other jobs of that comparison are checks.
     /// Service-time spread [`EMULATED_LATENCY_CV_PCT`], measured on the same
-    /// virtio-blk disk.
+    /// virtio-blk disk. Flush and FUA cost 150 us each: CALIBRATED against
+    /// the clean umount(2) calls of docs/probe/umount.json (5 rounds,
+    /// 2026-11-25): xfs 1.65 ms (its unmount issues three PREFLUSH|FUA log
+    /// writes and a cache flush) and btrfs 0.90 ms (a flush and a FUA
+    /// write); with one value for both costs (`wbsim run` of
+    /// scenarios/lazy-umount-nonrt.toml with `flush_lat`/`fua_lat` at 100,
+    /// 200 and 300 us) the model gives xfs ~2.2 ms and btrfs ~0.65 ms, both
+    /// within 1.4x; the earlier 2 ms (a guess) made a clean xfs umount take
+    /// 15 ms.
     pub fn loop_virtio() -> Self {
         DeviceProfile {
             name: "loop-virtio".into(),
@@ -284,8 +292,8 @@ impl DeviceProfile {
             queue_depth: 128,
             parallelism: 32,
             max_request_bytes: 1280 * KIB,
-            flush_latency_ns: 2 * MSEC,
-            fua_latency_ns: 2 * MSEC,
+            flush_latency_ns: 150 * USEC,
+            fua_latency_ns: 150 * USEC,
             write_cache: true,
             rotational: false,
             driver_cpu_ns: 21 * USEC,

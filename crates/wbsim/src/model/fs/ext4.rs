@@ -84,6 +84,10 @@ impl Filesystem for Ext4 {
     fn costs(&self) -> &'static FsCosts {
         &EXT4_COSTS
     }
+    /// Large folios up to [`MAX_PAGECACHE_ORDER`](crate::model::mm::filemap::MAX_PAGECACHE_ORDER): `ext4_set_inode_mapping_order` enables large folios for regular files (fs/ext4/inode.c, since 6.16).
+    fn max_folio_order(&self) -> u32 {
+        crate::model::mm::filemap::MAX_PAGECACHE_ORDER
+    }
     fn fop_dontcache(&self) -> bool {
         true
     }

@@ -27,6 +27,7 @@ use std::rc::Rc;
 use sim::{Time, MSEC, USEC};
 
 use crate::model::fs::inode::{state::*, wb_inode, InodeRef};
+use crate::model::fs::vfs::IswDrainRecord;
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::WritebackControl;
@@ -1048,12 +1049,18 @@ fn inode_do_switch_wbs(m: &Machine, inode: &InodeRef, new_wb: &Rc<Wb>) -> u64 {
 ///   counter is zero;
 /// - `none`: a test variant that skips the drain (the invariant trips).
 ///
-/// The time spent inside is recorded (`cgwb.umount_drain`).
+/// The time spent inside is recorded (`cgwb.umount_drain`), with the
+/// in-flight counts at entry and the grace periods and switches that
+/// completed while it waited.
 pub async fn cgroup_writeback_umount(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
     if !sb.bdi.can_writeback {
         return;
     }
     let t0 = m.now();
+    let gps0 = m.rcu().stats().gps;
+    let switched0 = m.vfs().isw_switched();
+    let in_flight = m.vfs().isw_nr_in_flight();
+    let sb_in_flight = sb.isw_in_flight();
     // smp_mb(): pairs with the barrier in inode_prepare_wbs_switch.
     match m.policies().umount_drain {
         UmountDrain::Global => {
@@ -1070,5 +1077,12 @@ pub async fn cgroup_writeback_umount(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
         }
         UmountDrain::None => {}
     }
-    m.vfs().isw_record_drain(&sb.name, m.now() - t0);
+    m.vfs().isw_record_drain(IswDrainRecord {
+        sb: sb.name.clone(),
+        ns: m.now() - t0,
+        in_flight,
+        sb_in_flight,
+        gps: m.rcu().stats().gps - gps0,
+        switched: m.vfs().isw_switched() - switched0,
+    });
 }

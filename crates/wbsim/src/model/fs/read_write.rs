@@ -31,6 +31,7 @@ use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::WritebackControl;
 use crate::model::fs::writepages::DROPBEHIND_PAGE_NS;
 use crate::model::mm::backing_dev::{SyncMode, WbReason};
+use crate::model::mm::filemap::write_folio_pages;
 use crate::model::mm::page_alloc;
 use crate::model::mm::page_writeback::account_delta;
 use crate::model::mm::page_writeback::{self as throttle, TaskDirty};
@@ -168,7 +169,9 @@ pub async fn vfs_write(
 /// (`generic_write_sync` for RWF_DONTCACHE). The range is mapped once
 /// (`->iomap_begin`), then copied folio by folio: each folio is allocated if
 /// missing (with reclaim), copied into and marked dirty, and
-/// `balance_dirty_pages_ratelimited` runs after it. Folios the ratelimit
+/// `balance_dirty_pages_ratelimited` runs after it. Folios are as large as
+/// the filesystem's mapping allows ([`write_folio_pages`]), so the gate can
+/// fire only at folio ends. Folios the ratelimit
 /// gate would let through are taken together
 /// ([`throttle::pages_until_ratelimit`]): the gate is a counter check, so
 /// the result is the kernel's per-folio loop, with one step per gate firing.
@@ -213,7 +216,18 @@ async fn generic_perform_write(
     let mut idx = start;
     while idx < end {
         let step = throttle::pages_until_ratelimit(task, &wb);
-        let chunk_end = end.min(idx + step);
+        // The gate runs after each folio: whole folios are taken until it
+        // fires (a large folio is dirtied entirely before the gate sees it).
+        let max_order = f.sb.fs.max_folio_order();
+        let chunk_end = if max_order == 0 {
+            end.min(idx + step)
+        } else {
+            let mut e = idx;
+            while e < end && e - idx < step {
+                e += write_folio_pages(e, end - e, max_order);
+            }
+            e.min(end)
+        };
         // write_begin: find or allocate the folios.
         let missing = f.inode.mapping.borrow().count_missing(idx, chunk_end);
         if missing > 0 {

@@ -146,17 +146,28 @@ pub async fn deactivate_locked_super(m: &Rc<Machine>, sb: &Rc<SuperBlock>, guard
 }
 
 /// `generic_shutdown_super`, called with `s_umount` held for write (released
-/// here, before the per-sb bdi is unregistered, as the kernel does).
+/// here, before the per-sb bdi is unregistered, as the kernel does). The
+/// time of each phase (dcache + `sync_filesystem`, the drain, `evict_inodes`,
+/// `->put_super`) is recorded for the results (`umount.phase.*`).
 pub async fn generic_shutdown_super(m: &Rc<Machine>, sb: &Rc<SuperBlock>, guard: WriteGuard) {
+    let phase = |name: &'static str, t0: Time| {
+        m.vfs().record_shutdown_phase(&sb.name, name, m.now() - t0);
+        m.now()
+    };
+    let t = m.now();
     sb.s_flags.set(sb.s_flags.get() | flags::SB_DYING);
     shrink_dcache_for_umount(m, sb).await;
     sync_filesystem(m, sb).await;
+    let t = phase("sync_filesystem", t);
     sb.s_flags.set(sb.s_flags.get() & !flags::SB_ACTIVE);
     cgroup_writeback_umount(m, sb).await;
+    let t = phase("cgroup_writeback_umount", t);
     // From here on no inode wb switch may touch this superblock's inodes.
     sb.s_isw_torn_down.set(true);
     evict_inodes(m, sb).await;
+    let t = phase("evict_inodes", t);
     sb.fs.put_super(m, sb).await;
+    phase("put_super", t);
     let busy = sb.inodes.borrow().len();
     if busy > 0 {
         m.violation(format!(

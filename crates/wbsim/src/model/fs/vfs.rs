@@ -146,6 +146,12 @@ pub trait Filesystem {
     fn per_sb_bdi(&self) -> bool {
         false
     }
+    /// The largest folio order of a regular file's mapping
+    /// (`mapping_set_large_folios` / `mapping_set_folio_order_range`): 0 for
+    /// order-0 pages only.
+    fn max_folio_order(&self) -> u32 {
+        0
+    }
     /// FOP_DONTCACHE: supports RWF_DONTCACHE (xfs, ext4; not btrfs, tmpfs).
     fn fop_dontcache(&self) -> bool {
         false
@@ -505,6 +511,24 @@ impl MntNamespace {
 
 // ------------------------------------------------------------ the VFS state
 
+/// One `cgroup_writeback_umount` call, as observed (statistics).
+#[derive(Clone, Debug)]
+pub struct IswDrainRecord {
+    /// The superblock's name.
+    pub sb: String,
+    /// Time spent inside, ns.
+    pub ns: Time,
+    /// `isw_nr_in_flight` (machine-wide) at entry.
+    pub in_flight: u64,
+    /// This superblock's own switches in flight at entry (per_sb's counter;
+    /// 0 under the other policies, which do not pin).
+    pub sb_in_flight: u64,
+    /// Normal RCU grace periods that completed while it waited.
+    pub gps: u64,
+    /// Inodes switched machine-wide while it waited.
+    pub switched: u64,
+}
+
 /// The VFS of one machine.
 pub struct Vfs {
     /// `super_blocks`, by superblock id.
@@ -516,9 +540,12 @@ pub struct Vfs {
     /// `isw_nr_in_flight`: inode wb switch contexts prepared and not yet
     /// finished, machine-wide.
     isw_nr_in_flight: Cell<u64>,
-    /// Time spent in each `cgroup_writeback_umount` call, ns, with the
-    /// superblock's name (statistics).
-    isw_drain_ns: RefCell<Vec<(String, Time)>>,
+    /// Each `cgroup_writeback_umount` call: its superblock, time and what
+    /// it waited for (statistics).
+    isw_drain_ns: RefCell<Vec<IswDrainRecord>>,
+    /// Each superblock shutdown's phases: (superblock name, phase, ns)
+    /// (statistics).
+    shutdown_phases: RefCell<Vec<(String, &'static str, Time)>>,
     /// Inodes switched so far (statistics).
     isw_switched: Cell<u64>,
 }
@@ -534,6 +561,7 @@ impl Vfs {
             isw_wq,
             isw_nr_in_flight: Cell::new(0),
             isw_drain_ns: RefCell::new(Vec::new()),
+            shutdown_phases: RefCell::new(Vec::new()),
             isw_switched: Cell::new(0),
         }
     }
@@ -584,9 +612,26 @@ impl Vfs {
         self.isw_nr_in_flight.set(n.max(0) as u64);
     }
 
-    /// Records the time one `cgroup_writeback_umount` call took.
-    pub(crate) fn isw_record_drain(&self, sb: &str, ns: Time) {
-        self.isw_drain_ns.borrow_mut().push((sb.to_string(), ns));
+    /// Records one `cgroup_writeback_umount` call.
+    pub(crate) fn isw_record_drain(&self, r: IswDrainRecord) {
+        self.isw_drain_ns.borrow_mut().push(r);
+    }
+
+    /// Records how long phase `phase` of superblock `sb`'s shutdown took.
+    pub(crate) fn record_shutdown_phase(&self, sb: &str, phase: &'static str, ns: Time) {
+        self.shutdown_phases
+            .borrow_mut()
+            .push((sb.to_string(), phase, ns));
+    }
+
+    /// Every superblock shutdown phase so far: (superblock name, phase, ns).
+    pub fn shutdown_phases(&self) -> Vec<(String, &'static str, Time)> {
+        self.shutdown_phases.borrow().clone()
+    }
+
+    /// Every `cgroup_writeback_umount` call so far.
+    pub fn isw_drains(&self) -> Vec<IswDrainRecord> {
+        self.isw_drain_ns.borrow().clone()
     }
 
     /// Counts switched inodes.
@@ -597,7 +642,11 @@ impl Vfs {
     /// Time of every `cgroup_writeback_umount` call so far, ns, by
     /// superblock name.
     pub fn isw_drain_times(&self) -> Vec<(String, Time)> {
-        self.isw_drain_ns.borrow().clone()
+        self.isw_drain_ns
+            .borrow()
+            .iter()
+            .map(|r| (r.sb.clone(), r.ns))
+            .collect()
     }
 
     /// Inodes switched so far.

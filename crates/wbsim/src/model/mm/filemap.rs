@@ -18,12 +18,39 @@
 //! to a bio) as locked page ranges; a writer copying into a folio waits for
 //! them (`folio_lock` in `write_begin`).
 //!
-//! Left out: folio sizes (every page is 4 KiB, order 0), the writer's own
+//! Folio sizes appear only where a buffered write takes its folios
+//! ([`write_folio_pages`]: the order `__filemap_get_folio` picks for a write,
+//! which decides where `balance_dirty_pages_ratelimited` runs); the cached
+//! state itself is kept per 4 KiB page.
+//!
+//! Left out: folio sizes in the cached state (counted per page), the writer's own
 //! folio lock (writers of one file are serialized by the inode lock), the
 //! PAGECACHE_TAG_TOWRITE tagging of WB_SYNC_ALL (the caller bounds its walk
 //! instead), shadow entries and refault detection.
 
 use std::collections::BTreeMap;
+
+/// `MAX_PAGECACHE_ORDER` on x86-64 with 4 KiB pages: the PMD order,
+/// `HPAGE_PMD_ORDER` = 9 (2 MiB folios; include/linux/pagemap.h).
+pub const MAX_PAGECACHE_ORDER: u32 = 9;
+
+/// The pages of the folio a buffered write allocates at page `index` with
+/// `remaining` pages still to write, on a mapping whose largest folio order
+/// is `max_order` (0: no large folios). As `iomap_get_folio` and
+/// `__filemap_get_folio` choose it: the order of the write length
+/// (`fgf_set_order`: ilog2 of the bytes left), capped at the mapping's
+/// maximum, then lowered until `index` is aligned to it. Allocation
+/// fallback to smaller orders under fragmentation is not modelled.
+pub fn write_folio_pages(index: u64, remaining: u64, max_order: u32) -> u64 {
+    if remaining <= 1 || max_order == 0 {
+        return 1;
+    }
+    let mut order = remaining.ilog2().min(max_order);
+    if index != 0 {
+        order = order.min(index.trailing_zeros());
+    }
+    1 << order
+}
 
 /// State of a cached page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -469,6 +496,20 @@ impl AddressSpace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_folio_order_follows_length_and_alignment() {
+        // A 1 MiB write at offset 0: one 256-page folio.
+        assert_eq!(write_folio_pages(0, 256, MAX_PAGECACHE_ORDER), 256);
+        // Capped at the PMD order.
+        assert_eq!(write_folio_pages(0, 4096, MAX_PAGECACHE_ORDER), 512);
+        // Misaligned index: down to its alignment.
+        assert_eq!(write_folio_pages(12, 256, MAX_PAGECACHE_ORDER), 4);
+        // Not a power of two: the largest that fits.
+        assert_eq!(write_folio_pages(0, 300, MAX_PAGECACHE_ORDER), 256);
+        // No large folios on the mapping.
+        assert_eq!(write_folio_pages(0, 256, 0), 1);
+    }
 
     #[test]
     fn sequential_write_is_one_extent() {
