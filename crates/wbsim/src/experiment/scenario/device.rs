@@ -37,6 +37,8 @@ key_table! {
             "Service-time spread: coefficient of variation of a request's latency, percent.";
         cmd_time: Duration => |p, ns| p.cmd_ns = ns,
             "Time a command holds the controller's one command processor.";
+        stable_writes: Bool => |p, x| p.stable_writes = x,
+            "The device needs stable pages during writeback (BLK_FEAT_STABLE_WRITES).";
     }
 }
 

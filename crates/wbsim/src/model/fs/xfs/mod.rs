@@ -67,6 +67,7 @@ use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::{Filesystem, FsCosts, LocalBoxFuture};
 use crate::model::kernel::workqueue::{alloc_workqueue, Workqueue, WqFlags};
+use crate::model::mm::filemap::MAX_PAGECACHE_ORDER;
 use crate::model::mm::vmstat::PAGE_SIZE;
 use crate::model::policy::WbCtxAssign;
 
@@ -366,6 +367,11 @@ impl Filesystem for Xfs {
     }
     fn costs(&self) -> &'static FsCosts {
         &XFS_COSTS
+    }
+    fn max_folio_order(&self) -> u8 {
+        // xfs_setup_inode -> mapping_set_folio_min_order(.., 0) with the
+        // default maximum, MAX_PAGECACHE_ORDER.
+        MAX_PAGECACHE_ORDER
     }
     fn fop_dontcache(&self) -> bool {
         true
