@@ -29,6 +29,7 @@ fn profile(bw: u64, lat_ns: u64, queue_depth: u32, parallelism: u32, max: u64) -
         driver_cpu_ns: 0,
         latency_cv_pct: 0,
         cmd_ns: 0,
+        stable_writes: false,
     }
 }
 

@@ -41,6 +41,8 @@ key_table! {
             "Cost of a cache flush once the writes it covers are done.";
         fua_lat: Duration => |p, ns| p.fua_latency_ns = ns,
             "Extra completion latency of a FUA write.";
+        stable_writes: Bool => |p, x| p.stable_writes = x,
+            "The device needs stable pages during writeback (BLK_FEAT_STABLE_WRITES).";
     }
 }
 

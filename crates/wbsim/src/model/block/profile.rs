@@ -100,6 +100,14 @@ pub struct DeviceProfile {
     /// stage.
     #[serde(default)]
     pub cmd_ns: u64,
+    /// The device needs stable pages while they are written
+    /// (`BLK_FEAT_STABLE_WRITES`: integrity protection with checksums
+    /// computed over the data, as T10 PI or dm-integrity devices set):
+    /// filesystems on it get `SB_I_STABLE_WRITES`, and a write into a folio
+    /// under writeback waits for it. false (the default) for every built-in
+    /// profile.
+    #[serde(default)]
+    pub stable_writes: bool,
 }
 
 fn default_true() -> bool {
@@ -188,6 +196,7 @@ impl DeviceProfile {
             driver_cpu_ns: 0,
             latency_cv_pct: 0,
             cmd_ns: 0,
+            stable_writes: false,
         }
     }
 
@@ -244,6 +253,7 @@ impl DeviceProfile {
             driver_cpu_ns: 0,
             latency_cv_pct: EMULATED_LATENCY_CV_PCT,
             cmd_ns: 3_200,
+            stable_writes: false,
         }
     }
 
@@ -299,6 +309,7 @@ impl DeviceProfile {
             driver_cpu_ns: 21 * USEC,
             latency_cv_pct: EMULATED_LATENCY_CV_PCT,
             cmd_ns: 0,
+            stable_writes: false,
         }
     }
 
@@ -332,6 +343,7 @@ impl DeviceProfile {
             driver_cpu_ns: 0,
             latency_cv_pct: 0,
             cmd_ns: 0,
+            stable_writes: false,
         }
     }
 

@@ -15,6 +15,7 @@ use crate::model::block::{Bio, BioFlags};
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::{Filesystem, FsCosts, LocalBoxFuture};
+use crate::model::mm::filemap::MAX_PAGECACHE_ORDER;
 
 /// CPU per page of a buffered write (`ext4_da_write_begin`, copy,
 /// `ext4_da_write_end`), ns: 0.62 us. Measured with `wbsim probe dontcache` on
@@ -84,9 +85,10 @@ impl Filesystem for Ext4 {
     fn costs(&self) -> &'static FsCosts {
         &EXT4_COSTS
     }
-    /// Large folios up to [`MAX_PAGECACHE_ORDER`](crate::model::mm::filemap::MAX_PAGECACHE_ORDER): `ext4_set_inode_mapping_order` enables large folios for regular files (fs/ext4/inode.c, since 6.16).
-    fn max_folio_order(&self) -> u32 {
-        crate::model::mm::filemap::MAX_PAGECACHE_ORDER
+    fn max_folio_order(&self) -> u8 {
+        // ext4_set_inode_mapping_order (6.16+): large folios for regular
+        // files unless journalled data, verity or encryption (not modelled).
+        MAX_PAGECACHE_ORDER
     }
     fn fop_dontcache(&self) -> bool {
         true

@@ -31,7 +31,6 @@ use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::WritebackControl;
 use crate::model::fs::writepages::DROPBEHIND_PAGE_NS;
 use crate::model::mm::backing_dev::{SyncMode, WbReason};
-use crate::model::mm::filemap::write_folio_pages;
 use crate::model::mm::page_alloc;
 use crate::model::mm::page_writeback::account_delta;
 use crate::model::mm::page_writeback::{self as throttle, TaskDirty};
@@ -170,7 +169,8 @@ pub async fn vfs_write(
 /// (`->iomap_begin`), then copied folio by folio: each folio is allocated if
 /// missing (with reclaim), copied into and marked dirty, and
 /// `balance_dirty_pages_ratelimited` runs after it. Folios are as large as
-/// the filesystem's mapping allows ([`write_folio_pages`]), so the gate can
+/// the filesystem's mapping allows (`fgf_set_order`, see
+/// [`crate::model::mm::filemap`]), so the gate can
 /// fire only at folio ends. Folios the ratelimit
 /// gate would let through are taken together
 /// ([`throttle::pages_until_ratelimit`]): the gate is a counter check, so
@@ -215,19 +215,18 @@ async fn generic_perform_write(
     let wb = inode_attach_wb(m, &f.sb, &f.inode, m.policies().wb_ctx_assign);
     let mut idx = start;
     while idx < end {
-        let step = throttle::pages_until_ratelimit(task, &wb);
-        // The gate runs after each folio: whole folios are taken until it
-        // fires (a large folio is dirtied entirely before the gate sees it).
-        let max_order = f.sb.fs.max_folio_order();
-        let chunk_end = if max_order == 0 {
-            end.min(idx + step)
-        } else {
-            let mut e = idx;
-            while e < end && e - idx < step {
-                e += write_folio_pages(e, end - e, max_order);
+        // Whole folios, until the ratelimit gate would fire: cached ones as
+        // they are, new ones sized for the rest of the write
+        // (`fgf_set_order`, large folios on XFS and ext4). A cached folio may
+        // reach past the write's end; it is dirtied whole.
+        let target = end.min(idx + throttle::pages_until_ratelimit(task, &wb));
+        let mut chunk_end = idx;
+        {
+            let map = f.inode.mapping.borrow();
+            while chunk_end < target {
+                chunk_end = map.folio_end(chunk_end, end);
             }
-            e.min(end)
-        };
+        }
         // write_begin: find or allocate the folios.
         let missing = f.inode.mapping.borrow().count_missing(idx, chunk_end);
         if missing > 0 {
@@ -247,13 +246,31 @@ async fn generic_perform_write(
                 .wait_event(m.sim(), move || !ino.mapping.borrow().is_locked(s, e))
                 .await;
         }
+        // FGP_STABLE: folio_wait_stable. Where the mapping needs stable
+        // pages (AS_STABLE_WRITES), a folio under writeback is not changed
+        // until its writeback ends (folio_wait_writeback, woken by
+        // folio_end_writeback through the same wait queue). Otherwise the
+        // copy goes into the folio under writeback, which is redirtied.
+        if f.inode.mapping.borrow().stable_writes()
+            && f.inode.mapping.borrow().writeback_in(idx, chunk_end) > 0
+        {
+            m.count_event("folio_wait_stable");
+            let (ino, s, e) = (f.inode.clone(), idx, chunk_end);
+            f.inode
+                .i_wb_wait
+                .wait_event(m.sim(), move || {
+                    ino.mapping.borrow().writeback_in(s, e) == 0
+                })
+                .await;
+        }
         // copy_folio_from_iter_atomic and write_end.
-        m.sched().cpu((chunk_end - idx) * page_ns).await;
-        let d = f
-            .inode
-            .mapping
-            .borrow_mut()
-            .mark_dirty(idx, chunk_end, fl.dontcache);
+        let copied = chunk_end.min(end) - idx;
+        m.sched().cpu(copied * page_ns).await;
+        let d =
+            f.inode
+                .mapping
+                .borrow_mut()
+                .write_dirty(idx, chunk_end.min(end), end, fl.dontcache);
         account_delta(m.mm(), Some(&wb), &d);
         if d.dirtied > 0 {
             mark_inode_dirty(m, &f.inode, I_DIRTY_PAGES);

@@ -146,14 +146,21 @@ pub trait Filesystem {
     fn per_sb_bdi(&self) -> bool {
         false
     }
-    /// The largest folio order of a regular file's mapping
-    /// (`mapping_set_large_folios` / `mapping_set_folio_order_range`): 0 for
-    /// order-0 pages only.
-    fn max_folio_order(&self) -> u32 {
-        0
-    }
     /// FOP_DONTCACHE: supports RWF_DONTCACHE (xfs, ext4; not btrfs, tmpfs).
     fn fop_dontcache(&self) -> bool {
+        false
+    }
+    /// Largest folio order of a regular file's page cache, set when the
+    /// inode is set up (`mapping_set_large_folios`: XFS, ext4; 0 = single
+    /// pages: btrfs without its experimental large folios, tmpfs with
+    /// `huge=never`, the default).
+    fn max_folio_order(&self) -> u8 {
+        0
+    }
+    /// Whether a regular file's mapping needs stable pages whatever the
+    /// device (`mapping_set_stable_writes`: btrfs data checksums, set by
+    /// `btrfs_update_address_space_flags` unless NODATASUM).
+    fn stable_writes(&self) -> bool {
         false
     }
     /// Speculative preallocation beyond EOF reserved by a buffered write
@@ -398,6 +405,18 @@ impl SuperBlock {
             m.sched(),
         );
         let inode = Inode::new(ino, self.id, base, m.now(), (i_rwsem, ilock));
+        {
+            // inode_init_always: AS_STABLE_WRITES from SB_I_STABLE_WRITES
+            // (set at mount when bdev_stable_writes()), or the filesystem's
+            // own; then the filesystem's folio order range.
+            let mut mapping = inode.mapping.borrow_mut();
+            let dev_stable = self
+                .device
+                .as_ref()
+                .is_some_and(|d| d.profile().stable_writes);
+            mapping.set_stable_writes(dev_stable || self.fs.stable_writes());
+            mapping.set_max_folio_order(self.fs.max_folio_order());
+        }
         self.inodes.borrow_mut().insert(ino, inode.clone());
         inode
     }

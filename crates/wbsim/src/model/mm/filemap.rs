@@ -18,39 +18,29 @@
 //! to a bio) as locked page ranges; a writer copying into a folio waits for
 //! them (`folio_lock` in `write_begin`).
 //!
-//! Folio sizes appear only where a buffered write takes its folios
-//! ([`write_folio_pages`]: the order `__filemap_get_folio` picks for a write,
-//! which decides where `balance_dirty_pages_ratelimited` runs); the cached
-//! state itself is kept per 4 KiB page.
+//! Folio sizes: every range also carries the order of its folios (a range of
+//! order `o` starts and ends on multiples of 2^o pages, so it is a run of
+//! whole folios). A mapping with large folios (`mapping_set_large_folios`,
+//! `mapping_max_folio_order`; XFS, and ext4 since 6.16) creates folios as
+//! `__filemap_get_folio` does for `fgf_set_order(len)`: the order of the
+//! write's remaining length, at most the mapping's maximum, lowered until the
+//! index is aligned to it and the folio fits the hole. Dirtying, writeback,
+//! reclaim and dropping act on whole folios (`folio_mark_dirty` and
+//! `folio_start_writeback` count `folio_nr_pages`), so a write into part of
+//! a clean large folio dirties all of it. `AS_STABLE_WRITES`
+//! (`mapping_set_stable_writes`: btrfs with data checksums, or a device that
+//! needs stable pages, `SB_I_STABLE_WRITES`) is kept here for the writer's
+//! `folio_wait_stable`.
 //!
-//! Left out: folio sizes in the cached state (counted per page), the writer's own
+//! Left out: per-block dirty state inside a large folio (iomap's `ifs`:
+//! writeback writes only the dirty blocks of a folio; here it writes the
+//! whole folio), folio splitting on truncate, the minimum folio order
+//! (block size > page size), the writer's own
 //! folio lock (writers of one file are serialized by the inode lock), the
 //! PAGECACHE_TAG_TOWRITE tagging of WB_SYNC_ALL (the caller bounds its walk
 //! instead), shadow entries and refault detection.
 
 use std::collections::BTreeMap;
-
-/// `MAX_PAGECACHE_ORDER` on x86-64 with 4 KiB pages: the PMD order,
-/// `HPAGE_PMD_ORDER` = 9 (2 MiB folios; include/linux/pagemap.h).
-pub const MAX_PAGECACHE_ORDER: u32 = 9;
-
-/// The pages of the folio a buffered write allocates at page `index` with
-/// `remaining` pages still to write, on a mapping whose largest folio order
-/// is `max_order` (0: no large folios). As `iomap_get_folio` and
-/// `__filemap_get_folio` choose it: the order of the write length
-/// (`fgf_set_order`: ilog2 of the bytes left), capped at the mapping's
-/// maximum, then lowered until `index` is aligned to it. Allocation
-/// fallback to smaller orders under fragmentation is not modelled.
-pub fn write_folio_pages(index: u64, remaining: u64, max_order: u32) -> u64 {
-    if remaining <= 1 || max_order == 0 {
-        return 1;
-    }
-    let mut order = remaining.ilog2().min(max_order);
-    if index != 0 {
-        order = order.min(index.trailing_zeros());
-    }
-    1 << order
-}
 
 /// State of a cached page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,8 +62,14 @@ impl PageState {
     }
 }
 
-/// A piece of a range being updated: start, end, old (state, dropbehind).
-type Piece = (u64, u64, Option<(PageState, bool)>);
+/// A piece of a range being updated: start, end, old (state, dropbehind),
+/// folio order.
+type Piece = (u64, u64, Option<(PageState, bool)>, u8);
+
+/// `MAX_PAGECACHE_ORDER` on x86-64 with transparent huge pages
+/// (include/linux/pagemap.h: `HPAGE_PMD_ORDER`, 2 MiB folios of 4 KiB
+/// pages): the largest folio a mapping with large folios may hold.
+pub const MAX_PAGECACHE_ORDER: u8 = 9;
 
 /// One range of pages `[start, end)` with one state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +78,8 @@ struct Extent {
     state: PageState,
     /// PG_dropbehind: drop the folio once it is clean (RWF_DONTCACHE).
     dropbehind: bool,
+    /// Folio order of the range's folios (2^order pages each).
+    order: u8,
 }
 
 /// Page-count changes made by one operation, to be applied by the caller to the
@@ -146,11 +144,140 @@ pub struct AddressSpace {
     /// Page ranges whose folios are locked (PG_locked) by writeback while it
     /// adds them to a bio.
     locked: Vec<(u64, u64)>,
+    /// `mapping_max_folio_order()`: 0 without large folios.
+    max_folio_order: u8,
+    /// `AS_STABLE_WRITES`: a folio under writeback may not be modified.
+    stable_writes: bool,
 }
 
 impl AddressSpace {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// `mapping_set_large_folios()` (`max_order` = [`MAX_PAGECACHE_ORDER`])
+    /// or `mapping_set_folio_order_range(0, max_order)`.
+    pub fn set_max_folio_order(&mut self, max_order: u8) {
+        self.max_folio_order = max_order.min(MAX_PAGECACHE_ORDER);
+    }
+
+    /// `mapping_set_stable_writes()` / `mapping_clear_stable_writes()`.
+    pub fn set_stable_writes(&mut self, on: bool) {
+        self.stable_writes = on;
+    }
+
+    /// `mapping_stable_writes()`: writers wait for writeback of a folio
+    /// before changing it (`folio_wait_stable`).
+    pub fn stable_writes(&self) -> bool {
+        self.stable_writes
+    }
+
+    /// Folios cached.
+    pub fn nr_folios(&self) -> u64 {
+        self.map.iter().map(|(&s, e)| (e.end - s) >> e.order).sum()
+    }
+
+    /// The order `__filemap_get_folio` gives a new folio at `index` for a
+    /// write (or read) whose remaining length is `len` pages
+    /// (`fgf_set_order`: ilog2 of the length), at most the mapping's
+    /// maximum, lowered until `index` is aligned to it and the folio ends by
+    /// `limit` (the next cached folio: a larger folio would collide with it,
+    /// `filemap_add_folio` fails with -EEXIST and a smaller order is tried).
+    fn new_folio_order(&self, index: u64, len: u64, limit: u64) -> u8 {
+        if len == 0 {
+            return 0;
+        }
+        let mut order = (63 - len.leading_zeros()).min(u32::from(self.max_folio_order));
+        if index != 0 {
+            order = order.min(index.trailing_zeros());
+        }
+        while order > 0 && index + (1u64 << order) > limit {
+            order -= 1;
+        }
+        order as u8
+    }
+
+    /// The extent holding page `at`, if cached.
+    fn extent_at(&self, at: u64) -> Option<(u64, Extent)> {
+        self.map
+            .range(..=at)
+            .next_back()
+            .map(|(&s, e)| (s, *e))
+            .filter(|(_, e)| e.end > at)
+    }
+
+    /// The first cached page at or after `index` (u64::MAX if none).
+    fn next_cached(&self, index: u64) -> u64 {
+        self.map.range(index..).next().map_or(u64::MAX, |(&s, _)| s)
+    }
+
+    /// One past the last page of the folio holding page `index`: the cached
+    /// folio's, or, over a hole, that of the folio a write whose last page
+    /// is `write_end - 1` would create there.
+    pub fn folio_end(&self, index: u64, write_end: u64) -> u64 {
+        if let Some((_, e)) = self.extent_at(index) {
+            let size = 1u64 << e.order;
+            return (index | (size - 1)) + 1;
+        }
+        let limit = self.next_cached(index);
+        let order = self.new_folio_order(index, write_end.saturating_sub(index), limit);
+        index + (1u64 << order)
+    }
+
+    /// `[start, end)` widened to whole cached folios.
+    fn round_out(&self, start: u64, end: u64) -> (u64, u64) {
+        if start >= end {
+            return (start, end);
+        }
+        let s = match self.extent_at(start) {
+            Some((_, e)) => start & !((1u64 << e.order) - 1),
+            None => start,
+        };
+        let e = match self.extent_at(end - 1) {
+            Some((_, x)) => ((end - 1) | ((1u64 << x.order) - 1)) + 1,
+            None => end,
+        };
+        (s, e)
+    }
+
+    /// Creates folios in the holes of `[start, end)` in `state` (a write
+    /// or a read whose last page is `write_end - 1`), one
+    /// `__filemap_get_folio` at a time. Returns the counter changes.
+    fn fill_holes(
+        &mut self,
+        start: u64,
+        end: u64,
+        write_end: u64,
+        state: PageState,
+        dropbehind: bool,
+    ) -> Delta {
+        let mut delta = Delta::default();
+        let mut pos = start;
+        while pos < end {
+            if let Some((_, e)) = self.extent_at(pos) {
+                pos = e.end;
+                continue;
+            }
+            let limit = self.next_cached(pos);
+            let order = self.new_folio_order(pos, write_end.max(end) - pos, limit);
+            let fe = pos + (1u64 << order);
+            self.map.insert(
+                pos,
+                Extent {
+                    end: fe,
+                    state,
+                    dropbehind,
+                    order,
+                },
+            );
+            let mut d = Delta::default();
+            d.account(None, Some(state), fe - pos);
+            self.apply_counts(d);
+            delta.add(d);
+            self.coalesce(pos, fe);
+            pos = fe;
+        }
+        delta
     }
 
     /// Pages cached (`mapping->nrpages`).
@@ -211,6 +338,8 @@ impl AddressSpace {
         if start >= end {
             return delta;
         }
+        // Folio operations act on whole folios.
+        let (start, end) = self.round_out(start, end);
         self.split_at(start);
         self.split_at(end);
         // Collect the pieces of [start, end): extents and holes.
@@ -220,15 +349,15 @@ impl AddressSpace {
         for k in keys {
             let e = self.map.remove(&k).expect("key just listed");
             if k > cur {
-                pieces.push((cur, k, None));
+                pieces.push((cur, k, None, 0));
             }
-            pieces.push((k, e.end, Some((e.state, e.dropbehind))));
+            pieces.push((k, e.end, Some((e.state, e.dropbehind)), e.order));
             cur = e.end;
         }
         if cur < end {
-            pieces.push((cur, end, None));
+            pieces.push((cur, end, None, 0));
         }
-        for (s, e, old) in pieces {
+        for (s, e, old, order) in pieces {
             let new = f(old);
             delta.account(old.map(|o| o.0), new.map(|n| n.0), e - s);
             if let Some((state, dropbehind)) = new {
@@ -238,6 +367,7 @@ impl AddressSpace {
                         end: e,
                         state,
                         dropbehind,
+                        order,
                     },
                 );
             }
@@ -267,7 +397,11 @@ impl AddressSpace {
             if let Some(p) = prev {
                 let pe = self.map[&p];
                 let ke = self.map[&k];
-                if pe.end == k && pe.state == ke.state && pe.dropbehind == ke.dropbehind {
+                if pe.end == k
+                    && pe.state == ke.state
+                    && pe.dropbehind == ke.dropbehind
+                    && pe.order == ke.order
+                {
                     self.map.remove(&k);
                     self.map.get_mut(&p).expect("prev exists").end = ke.end;
                     continue;
@@ -282,7 +416,21 @@ impl AddressSpace {
     /// RWF_DONTCACHE does for folios it creates); pages that were cached keep
     /// their flag (folios that existed before the I/O stay cached).
     pub fn mark_dirty(&mut self, start: u64, end: u64, dropbehind_new: bool) -> Delta {
-        self.update(start, end, |old| match old {
+        self.write_dirty(start, end, end, dropbehind_new)
+    }
+
+    /// [`AddressSpace::mark_dirty`] for the part `[start, end)` of a write
+    /// whose last page is `write_end - 1`: new folios are sized for the rest
+    /// of the write; cached folios the range touches are dirtied whole.
+    pub fn write_dirty(
+        &mut self,
+        start: u64,
+        end: u64,
+        write_end: u64,
+        dropbehind_new: bool,
+    ) -> Delta {
+        let mut d = self.fill_holes(start, end, write_end, PageState::Dirty, dropbehind_new);
+        d.add(self.update(start, end, |old| match old {
             None => Some((PageState::Dirty, dropbehind_new)),
             Some((PageState::Clean, db)) | Some((PageState::Dirty, db)) => {
                 Some((PageState::Dirty, db))
@@ -290,15 +438,13 @@ impl AddressSpace {
             Some((PageState::Writeback, db)) | Some((PageState::WritebackDirty, db)) => {
                 Some((PageState::WritebackDirty, db))
             }
-        })
+        }));
+        d
     }
 
     /// A read brought pages `[start, end)` into the cache (holes become clean).
     pub fn add_clean(&mut self, start: u64, end: u64, dropbehind_new: bool) -> Delta {
-        self.update(start, end, |old| match old {
-            None => Some((PageState::Clean, dropbehind_new)),
-            other => other,
-        })
+        self.fill_holes(start, end, end, PageState::Clean, dropbehind_new)
     }
 
     /// Pages of `[start, end)` not cached (a read must fetch them).
@@ -351,14 +497,18 @@ impl AddressSpace {
     ) -> (Vec<(u64, u64)>, Delta) {
         let mut want: Vec<(u64, u64)> = Vec::new();
         let mut left = max_pages;
+        let (start, end) = self.round_out(start, end.max(start));
         for (s, e, x) in self.ranges_in(start, end) {
             if left == 0 {
                 break;
             }
             if x.state == PageState::Dirty {
-                let take = (e - s).min(left);
+                // Whole folios: the last one taken may go past max_pages, as
+                // nr_to_write going negative does in the kernel.
+                let size = 1u64 << x.order;
+                let take = (e - s).min(left.div_ceil(size) * size);
                 want.push((s, s + take));
-                left -= take;
+                left = left.saturating_sub(take);
             }
         }
         let mut delta = Delta::default();
@@ -416,9 +566,10 @@ impl AddressSpace {
                 break;
             }
             if e.state == PageState::Clean {
-                let take = (e.end - s).min(left);
+                let size = 1u64 << e.order;
+                let take = (e.end - s).min(left.div_ceil(size) * size);
                 want.push((s, s + take));
-                left -= take;
+                left = left.saturating_sub(take);
             }
         }
         let mut d = Delta::default();
@@ -473,6 +624,13 @@ impl AddressSpace {
             if s < last_end || e.end <= s {
                 return Err(format!("overlapping or empty extent at page {s}"));
             }
+            let size = 1u64 << e.order;
+            if s % size != 0 || e.end % size != 0 {
+                return Err(format!(
+                    "extent {s}..{} cuts a folio of order {}",
+                    e.end, e.order
+                ));
+            }
             last_end = e.end;
             let n = e.end - s;
             c += n;
@@ -496,20 +654,6 @@ impl AddressSpace {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn write_folio_order_follows_length_and_alignment() {
-        // A 1 MiB write at offset 0: one 256-page folio.
-        assert_eq!(write_folio_pages(0, 256, MAX_PAGECACHE_ORDER), 256);
-        // Capped at the PMD order.
-        assert_eq!(write_folio_pages(0, 4096, MAX_PAGECACHE_ORDER), 512);
-        // Misaligned index: down to its alignment.
-        assert_eq!(write_folio_pages(12, 256, MAX_PAGECACHE_ORDER), 4);
-        // Not a power of two: the largest that fits.
-        assert_eq!(write_folio_pages(0, 300, MAX_PAGECACHE_ORDER), 256);
-        // No large folios on the mapping.
-        assert_eq!(write_folio_pages(0, 256, 0), 1);
-    }
 
     #[test]
     fn sequential_write_is_one_extent() {
@@ -612,6 +756,49 @@ mod tests {
         assert_eq!(m.count_missing(0, 100), 50);
         let d = m.truncate_all();
         assert_eq!((d.cached, d.dirty), (-50, -50));
+        m.check().unwrap();
+    }
+
+    #[test]
+    fn large_folios_follow_length_alignment_and_the_maximum() {
+        let mut m = AddressSpace::new();
+        m.set_max_folio_order(MAX_PAGECACHE_ORDER);
+        // 16 pages at 0: one order-4 folio.
+        m.mark_dirty(0, 16, false);
+        assert_eq!(m.nr_folios(), 1);
+        // 16 pages at 18: orders by alignment (2 at 18, 4 at 20, 8 at 24)
+        // then the rest (2 at 32).
+        m.mark_dirty(18, 34, false);
+        assert_eq!(m.nr_folios(), 1 + 4);
+        // A hole of 2 pages between cached folios takes an order-1 folio.
+        m.mark_dirty(16, 18, false);
+        assert_eq!(m.nr_folios(), 1 + 4 + 1);
+        // 4 MiB at 1024: two folios of the maximum order (2 MiB).
+        m.mark_dirty(1024, 2048, false);
+        assert_eq!(m.nr_folios(), 6 + 2);
+        m.check().unwrap();
+        // Without large folios every page is a folio.
+        let mut s = AddressSpace::new();
+        s.mark_dirty(0, 16, false);
+        assert_eq!(s.nr_folios(), 16);
+    }
+
+    #[test]
+    fn large_folios_are_dirtied_and_written_whole() {
+        let mut m = AddressSpace::new();
+        m.set_max_folio_order(MAX_PAGECACHE_ORDER);
+        m.add_clean(0, 16, false);
+        // One page written into a clean 16-page folio dirties all of it.
+        let d = m.mark_dirty(3, 4, false);
+        assert_eq!((d.dirty, d.dirtied, d.cached), (16, 16, 0));
+        // Writeback takes whole folios even when asked for fewer pages.
+        let (r, d) = m.start_writeback(5, u64::MAX, 2);
+        assert_eq!(r, vec![(0, 16)]);
+        assert_eq!(d.writeback, 16);
+        assert_eq!(m.folio_end(7, 100), 16);
+        // A hole's folio end follows the write that would create it.
+        assert_eq!(m.folio_end(16, 48), 32);
+        assert_eq!(m.folio_end(16, 20), 20);
         m.check().unwrap();
     }
 }

@@ -117,8 +117,9 @@ fn shrink_lru(
     st.taken = st.reclaimed;
     if st.reclaimed < nr_to_reclaim {
         // The clean pages are used up: the rest of the scan meets dirty and
-        // writeback pages, least recently used files first.
-        let mut left = nr_to_scan - st.taken;
+        // writeback pages, least recently used files first. (Whole folios
+        // are freed, so the clean ones taken may exceed the scan.)
+        let mut left = nr_to_scan.saturating_sub(st.taken);
         for f in files {
             if left == 0 {
                 break;

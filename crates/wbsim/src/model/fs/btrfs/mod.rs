@@ -160,6 +160,11 @@ impl Btrfs {
 }
 
 impl Filesystem for Btrfs {
+    fn stable_writes(&self) -> bool {
+        // btrfs_update_address_space_flags: data checksums (NODATASUM is
+        // not modelled) need the folio unchanged while it is written.
+        true
+    }
     fn name(&self) -> &'static str {
         "btrfs"
     }

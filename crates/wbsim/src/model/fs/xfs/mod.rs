@@ -67,6 +67,7 @@ use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::{Filesystem, FsCosts, LocalBoxFuture};
 use crate::model::kernel::workqueue::{alloc_workqueue, Workqueue, WqFlags};
+use crate::model::mm::filemap::MAX_PAGECACHE_ORDER;
 use crate::model::mm::vmstat::PAGE_SIZE;
 use crate::model::policy::WbCtxAssign;
 
@@ -367,9 +368,10 @@ impl Filesystem for Xfs {
     fn costs(&self) -> &'static FsCosts {
         &XFS_COSTS
     }
-    /// Large folios up to [`MAX_PAGECACHE_ORDER`](crate::model::mm::filemap::MAX_PAGECACHE_ORDER): `xfs_setup_inode` calls `mapping_set_large_folios` (fs/xfs/xfs_iops.c, since 5.18).
-    fn max_folio_order(&self) -> u32 {
-        crate::model::mm::filemap::MAX_PAGECACHE_ORDER
+    fn max_folio_order(&self) -> u8 {
+        // xfs_setup_inode -> mapping_set_folio_min_order(.., 0) with the
+        // default maximum, MAX_PAGECACHE_ORDER.
+        MAX_PAGECACHE_ORDER
     }
     fn fop_dontcache(&self) -> bool {
         true

@@ -186,6 +186,12 @@ pub async fn balance_dirty_pages_ratelimited(
         };
         if let Some(bw) = &step.bandwidth {
             apply_bw_delta(&bdi, bw.tot_write_bandwidth_delta);
+            if let Some(t) = &bw.ratelimit_trace {
+                mm.kernel().count_event("bdi_dirty_ratelimit");
+                mm.kernel()
+                    .sim()
+                    .trace("bdi_dirty_ratelimit", || format!("bdi {}: {t}", wb.name));
+            }
         }
         if step.start_background {
             wb_start_background_writeback(mm, wb);
