@@ -99,6 +99,13 @@ fn skipping_the_drain_trips_the_teardown_invariant() {
     assert!(e.objects.superblock.is_some(), "{e:?}");
     assert_eq!(e.objects.inodes.len(), 1, "{e:?}");
     assert!(e.objects.wb.is_some() && e.objects.memcg.is_some(), "{e:?}");
+    // The inodes left behind: VFS's "Busy inodes after unmount".
+    assert!(
+        v.iter().any(|b| b.invariant == "busy_inodes_after_umount"
+            && b.objects.superblock_name.as_deref() == Some("/mnt/tgt")
+            && !b.objects.inodes.is_empty()),
+        "{v:?}"
+    );
     // The same fields in the JSON document.
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();

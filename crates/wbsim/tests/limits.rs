@@ -80,7 +80,7 @@ fn many_clones_are_aggregated_per_job_unless_per_job_detail_is_asked_for() {
     use wbsim::experiment::runner::{plan, run_one, RunOptions};
     use wbsim::experiment::scenario::parse_str;
     let run = |numjobs: u32, per_job: bool| {
-        let text = scenario(numjobs, false).replace("size=1m", "size=4k");
+        let text = scenario(numjobs, false).replace("bs=1m\nsize=1m", "bs=4k\nsize=4k");
         let sc = parse_str(&text, "many.toml").unwrap_or_else(|e| panic!("{e}"));
         let opts = RunOptions {
             per_job,

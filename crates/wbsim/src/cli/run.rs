@@ -357,8 +357,15 @@ pub fn print_summary(out: &mut impl Write, r: &Results, path: &Path) -> std::io:
         writeln!(out, "  invariants: {} checks, no violation", inv.checked)?;
     } else {
         writeln!(out, "  invariants: {} VIOLATION(S):", inv.violations.len())?;
-        for v in &inv.violations {
+        for v in inv.violations.iter().take(PRINTED_VIOLATIONS) {
             writeln!(out, "    {v}")?;
+        }
+        if inv.violations.len() > PRINTED_VIOLATIONS {
+            writeln!(
+                out,
+                "    ... and {} more",
+                inv.violations.len() - PRINTED_VIOLATIONS
+            )?;
         }
         writeln!(
             out,
@@ -367,6 +374,10 @@ pub fn print_summary(out: &mut impl Write, r: &Results, path: &Path) -> std::io:
     }
     Ok(())
 }
+
+/// Invariant violations printed by [`print_summary`] (all are in the
+/// results file).
+const PRINTED_VIOLATIONS: usize = 20;
 
 /// A number with a sensible number of digits.
 pub fn fmt_num(v: f64) -> String {

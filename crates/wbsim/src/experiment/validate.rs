@@ -161,6 +161,10 @@ fn check_job(job: &FioJob, root: &str, mountpoints: &[&str]) -> Result<(), fio::
     Ok(())
 }
 
+/// One variant's estimate: total bytes, whether it aggregates, and its
+/// costliest job with that job's bytes.
+type RunEstimate = (u64, bool, Option<(u64, FioJob)>);
+
 /// Runs the checks above with the default memory limit.
 pub fn validate(sc: &Scenario) -> anyhow::Result<Summary> {
     validate_with_limit(sc, DEFAULT_MAX_MEMORY, false)
@@ -206,7 +210,7 @@ pub fn validate_with_limit(
     }
     // Per variant: the run aggregates beyond PER_JOB_DETAIL_MAX separate
     // clones (as the runner decides), unless per-job detail is asked for.
-    let mut worst_run: Option<(u64, bool, Option<(u64, FioJob)>)> = None;
+    let mut worst_run: Option<RunEstimate> = None;
     for v in sc.variant_names() {
         let jobs: Vec<&FioJob> = parsed
             .iter()
