@@ -79,8 +79,8 @@ fn too_big_runs_are_refused_up_front_with_the_estimate_and_the_key() {
 fn many_clones_are_aggregated_per_job_unless_per_job_detail_is_asked_for() {
     use wbsim::experiment::runner::{plan, run_one, RunOptions};
     use wbsim::experiment::scenario::parse_str;
-    let run = |numjobs: u32, per_job: bool| {
-        let text = scenario(numjobs, false).replace("bs=1m\nsize=1m", "bs=4k\nsize=4k");
+    let run_text = |numjobs: u32, per_job: bool, extra: &str| {
+        let text = scenario(numjobs, false).replace("bs=1m\nsize=1m", "bs=4k\nsize=4k") + extra;
         let sc = parse_str(&text, "many.toml").unwrap_or_else(|e| panic!("{e}"));
         let opts = RunOptions {
             per_job,
@@ -89,6 +89,7 @@ fn many_clones_are_aggregated_per_job_unless_per_job_detail_is_asked_for() {
         let (v, seed) = plan(&sc, &opts).expect("plan").remove(0);
         run_one(&sc, &v, seed, &opts).unwrap_or_else(|e| panic!("{e}"))
     };
+    let run = |numjobs: u32, per_job: bool| run_text(numjobs, per_job, "");
     // Within the limit: one entry per clone, as the job file asks, and no
     // job_reporting note.
     let r = run(100, false);
@@ -114,4 +115,14 @@ fn many_clones_are_aggregated_per_job_unless_per_job_detail_is_asked_for() {
         r.job_reporting.as_ref().map(|j| j.mode.as_str()),
         Some("per_clone")
     );
+    // The scenario key does the same.
+    let r = run_text(200, false, "\n[measure]\nper_job = true\n");
+    assert_eq!(r.jobs.len(), 200);
+    // A bad value is located.
+    let bad = scenario(200, false) + "\n[measure]\nper_job = \"yes\"\n";
+    let e = wbsim::experiment::scenario::parse_str(&bad, "bad.toml")
+        .err()
+        .expect("per_job = \"yes\" accepted")
+        .to_string();
+    assert!(e.contains("bad.toml:") && e.contains("per_job"), "{e}");
 }
