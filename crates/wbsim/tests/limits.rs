@@ -120,9 +120,9 @@ fn many_clones_are_aggregated_per_job_unless_per_job_detail_is_asked_for() {
     assert_eq!(r.jobs.len(), 200);
     // A bad value is located.
     let bad = scenario(200, false) + "\n[measure]\nper_job = \"yes\"\n";
-    let e = wbsim::experiment::scenario::parse_str(&bad, "bad.toml")
-        .err()
-        .expect("per_job = \"yes\" accepted")
-        .to_string();
+    let e = match wbsim::experiment::scenario::parse_str(&bad, "bad.toml") {
+        Ok(_) => panic!("per_job = \"yes\" accepted"),
+        Err(e) => e.to_string(),
+    };
     assert!(e.contains("bad.toml:") && e.contains("per_job"), "{e}");
 }

@@ -36,6 +36,13 @@
 //! Write jobs lay their files out first as fio does: `fallocate=native` (the
 //! default) preallocates unwritten blocks, `overwrite=1` writes them out.
 //!
+//! Statistics: one entry per clone (`JOB.N`), or one per job (`JOB`) with
+//! `group_reporting` or when the run has more than [`PER_JOB_DETAIL_MAX`]
+//! separate clones and no per-job detail was asked for
+//! ([`JobSet::aggregate`]). Clones share one `Rc<FioJob>`, and the steps a
+//! clone takes once (file layout, the io_uring loop, the closing fsync) are
+//! boxed so that each clone's task future stays small.
+//!
 //! Simplified: files to be read are treated as already laid out on disk (fio
 //! would write them first); no `fadvise`/`invalidate` before a job; io_uring
 //! reads are issued inline in blocking mode; fio's own per-io_u CPU is not
