@@ -4,10 +4,14 @@
 # file each, 1 s of simulated time) on one ext4 filesystem, and of a
 # scenario with M mounted tmpfs filesystems.
 #   scripts/bench-scale.sh [WBSIM] [N...]     default N: 1000 10000 100000
-#   GR= scripts/bench-scale.sh ...             without group_reporting
+#   GR=group_reporting scripts/bench-scale.sh ...   with group_reporting
+#   PER_JOB=1 scripts/bench-scale.sh ...       wbsim run --per-job (one
+#                                              statistics entry per clone)
 #   MOUNTS=10000 scripts/bench-scale.sh ...    also M tmpfs filesystems
-# Prints one line per size: numjobs, max RSS (KiB), wall (s), exit status.
-# Runs are refused (non-zero exit) when they would not fit --max-memory.
+# By default the job has no group_reporting, so beyond 128 clones wbsim
+# aggregates them per job (results' job_reporting says so).
+# Prints one line per size: numjobs, max RSS (KiB), wall (s), exit status,
+# and the refusal when a run would not fit --max-memory.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WBSIM=${1:-target/release/wbsim}
@@ -42,10 +46,10 @@ rw=write
 bs=1m
 size=1m
 numjobs=$n
-${GR-group_reporting}
+${GR-}
 """
 TOML
-  /usr/bin/time -f "%M %e" -o "$tmp/time" "$WBSIM" run "$tmp/jobs-$n.toml" --out "$tmp/out-$n.json" >/dev/null 2>"$tmp/err"
+  /usr/bin/time -f "%M %e" -o "$tmp/time" "$WBSIM" run ${PER_JOB:+--per-job} "$tmp/jobs-$n.toml" --out "$tmp/out-$n.json" >/dev/null 2>"$tmp/err"
   rc=$?
   read -r rss wall < "$tmp/time" || true
   echo "numjobs=$n max_rss_kib=${rss:-?} wall_s=${wall:-?} exit=$rc $(grep -m1 -o 'refus.*' "$tmp/err" || true)"

@@ -5,7 +5,7 @@
 mod common;
 use common::{run_variant, stat};
 
-use wbsim::experiment::runner::{run_one, RunOptions};
+use wbsim::experiment::results::Results;
 use wbsim::experiment::scenario::parse_str;
 
 /// The built-in scenario with the `none` test variant.
@@ -66,12 +66,67 @@ fn per_sb_removes_the_cross_superblock_penalty_and_both_keep_the_invariant() {
 
 #[test]
 fn skipping_the_drain_trips_the_teardown_invariant() {
+    // As a user runs it: `wbsim run` of the scenario's `none` variant
+    // exits non-zero and writes each violation as a record.
     let s = short_scenario();
-    let v = s.variant("none").unwrap();
-    let r = run_one(&s, &v, s.seed, &RunOptions::default()).unwrap();
+    let dir = std::env::temp_dir().join(format!("wbsim-cgwb-none-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join("cgwb-umount-none.toml");
+    let text = std::fs::read_to_string(format!(
+        "{}/../../scenarios/cgwb-umount.toml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    std::fs::write(
+        &scenario,
+        format!("{text}\n[variants.none]\numount_drain = \"none\"\n"),
+    )
+    .unwrap();
+    let out = dir.join("none.json");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_wbsim"))
+        .arg("run")
+        .arg(&scenario)
+        .args(["--variant", "none", "--out"])
+        .arg(&out)
+        .output()
+        .expect("wbsim run");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(1), "exit status: {stdout}");
+    assert!(stdout.contains("VIOLATION"), "{stdout}");
+    let r = Results::load(&out).unwrap_or_else(|e| panic!("{e}"));
     let v = &r.invariants.violations;
+    // A structured record: the invariant, when, and the superblock, inode
+    // and wb (with its memcg) involved.
+    let e = v
+        .iter()
+        .find(|e| e.invariant == "isw_after_teardown")
+        .unwrap_or_else(|| panic!("no teardown violation without a drain: {v:?}"));
+    assert!(e.message.contains("after its teardown"), "{e:?}");
     assert!(
-        v.iter().any(|e| e.contains("after its teardown")),
-        "no teardown violation without a drain: {v:?}"
+        e.time_ns > 0 && e.time_ns <= s.duration_ns,
+        "violation time {} outside the run",
+        e.time_ns
     );
+    assert!(e.objects.superblock.is_some(), "{e:?}");
+    assert_eq!(e.objects.inodes.len(), 1, "{e:?}");
+    assert!(e.objects.wb.is_some() && e.objects.memcg.is_some(), "{e:?}");
+    // The inodes left behind: VFS's "Busy inodes after unmount".
+    assert!(
+        v.iter().any(|b| b.invariant == "busy_inodes_after_umount"
+            && b.objects.superblock_name.as_deref() == Some("/mnt/tgt")
+            && !b.objects.inodes.is_empty()),
+        "{v:?}"
+    );
+    // The same fields in the JSON document.
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let rec = json["invariants"]["violations"]
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["invariant"] == "isw_after_teardown"))
+        .expect("record in the JSON");
+    assert!(
+        rec["time_ns"].is_u64() && rec["objects"]["superblock"].is_u64(),
+        "{rec}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -548,7 +548,12 @@ fn busy_inodes_after_unmount_is_a_violation() {
     });
     let v = m.violations();
     assert_eq!(v.len(), 1, "{v:?}");
-    assert!(v[0].contains("Busy inodes after unmount"), "{v:?}");
+    assert!(v[0].message.contains("Busy inodes after unmount"), "{v:?}");
+    // A record: the invariant, when, and which superblock and inode.
+    assert_eq!(v[0].invariant, "busy_inodes_after_umount");
+    assert!(v[0].objects.superblock.is_some(), "{v:?}");
+    assert_eq!(v[0].objects.inodes.len(), 1, "{v:?}");
+    assert_eq!(v[0].objects.fs_type.as_deref(), Some("tmpfs"), "{v:?}");
 }
 
 #[test]

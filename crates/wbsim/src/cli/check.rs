@@ -17,23 +17,39 @@ pub struct Args {
     #[arg(long, value_name = "SIZE", default_value = "4g",
           value_parser = validate::parse_max_memory)]
     pub max_memory: u64,
+    /// Keep every fio clone's own statistics entry (results `jobs` and
+    /// `fio.JOB.N.*` metrics) even beyond 128 clones without
+    /// group_reporting, where they are otherwise aggregated per job (as
+    /// `[measure] per_job = true`).
+    #[arg(long)]
+    pub per_job: bool,
 }
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
     let sc = scenario::load(&a.scenario)?;
-    let summary = validate::validate_with_limit(&sc, a.max_memory)?;
+    let summary = validate::validate_with_limit(&sc, a.max_memory, a.per_job)?;
     let nr_jobs = summary.fio_jobs;
     let runs = plan(&sc, &RunOptions::default())?;
     println!(
         "{}: ok: scenario '{}', {} variant(s), {} run(s), {} fio job(s), {} actor(s), \
-         about {} MiB per run",
+         about {} MiB per run{}",
         a.scenario.display(),
         sc.name,
         sc.variant_names().len(),
         runs.len(),
         nr_jobs,
         sc.actors.len(),
-        summary.est_bytes >> 20
+        summary.est_bytes >> 20,
+        if summary.aggregated {
+            format!(
+                "; {} fio clones: statistics aggregated per job (more than {} without \
+                 group_reporting; --per-job keeps one entry per clone)",
+                summary.clones,
+                crate::workload::fio_exec::PER_JOB_DETAIL_MAX
+            )
+        } else {
+            String::new()
+        }
     );
     Ok(0)
 }

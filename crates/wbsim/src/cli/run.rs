@@ -48,6 +48,12 @@ pub struct Args {
     /// Repetitions per variant (default: the scenario's `repeat`).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: Option<u32>,
+    /// Keep every fio clone's own statistics entry (results `jobs` and
+    /// `fio.JOB.N.*` metrics) even beyond 128 clones without
+    /// group_reporting, where they are otherwise aggregated per job (as
+    /// `[measure] per_job = true`).
+    #[arg(long)]
+    pub per_job: bool,
     /// Refuse to start a run estimated to need more memory than this
     /// (bytes, or 4g, 512m...); `wbsim check` applies the same limit.
     #[arg(long, value_name = "SIZE", default_value = "4g",
@@ -111,7 +117,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     };
     // The checks `wbsim check` makes, so input errors stop the run before
     // it starts, located in the file.
-    crate::experiment::validate::validate_with_limit(&sc, a.max_memory)?;
+    crate::experiment::validate::validate_with_limit(&sc, a.max_memory, a.per_job)?;
     for v in &a.variants {
         if !sc.variant_names().contains(&v.as_str()) {
             anyhow::bail!(
@@ -131,6 +137,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 path,
                 events: a.trace_events.clone(),
             }),
+        per_job: a.per_job,
     };
     let mut runs = plan(&sc, &opts)?;
     if !a.variants.is_empty() {
@@ -265,7 +272,10 @@ pub fn unfinished_jobs(r: &Results, jobs: &[crate::workload::fio::FioJob]) -> Ve
         if job.time_based {
             continue;
         }
-        let clones = if job.group_reporting {
+        // A job's own name is its shared entry (group_reporting, or
+        // clones aggregated beyond the per-job detail limit); `NAME.N` a
+        // clone's.
+        let clones = if name == job.name {
             u64::from(job.numjobs)
         } else {
             1
@@ -355,6 +365,9 @@ pub fn print_summary(out: &mut impl Write, r: &Results, path: &Path) -> std::io:
             "  NOT FINISHED: job '{j}' did not do its size before the run ended"
         )?;
     }
+    if let Some(jr) = &r.job_reporting {
+        writeln!(out, "  fio jobs reported {}: {}", jr.mode, jr.note)?;
+    }
     for n in &r.not_modelled {
         writeln!(
             out,
@@ -367,12 +380,27 @@ pub fn print_summary(out: &mut impl Write, r: &Results, path: &Path) -> std::io:
         writeln!(out, "  invariants: {} checks, no violation", inv.checked)?;
     } else {
         writeln!(out, "  invariants: {} VIOLATION(S):", inv.violations.len())?;
-        for v in &inv.violations {
+        for v in inv.violations.iter().take(PRINTED_VIOLATIONS) {
             writeln!(out, "    {v}")?;
         }
+        if inv.violations.len() > PRINTED_VIOLATIONS {
+            writeln!(
+                out,
+                "    ... and {} more",
+                inv.violations.len() - PRINTED_VIOLATIONS
+            )?;
+        }
+        writeln!(
+            out,
+            "  (the run exits non-zero; each violation's invariant, time and objects are in the results' invariants.violations)"
+        )?;
     }
     Ok(())
 }
+
+/// Invariant violations printed by [`print_summary`] (all are in the
+/// results file).
+const PRINTED_VIOLATIONS: usize = 20;
 
 /// A number with a sensible number of digits.
 pub fn fmt_num(v: f64) -> String {

@@ -9,10 +9,14 @@
 //!                    | {"unit","value"} },
 //!   "series": { NAME: [[t_ns, v], ...] },          (omitted when empty)
 //!   "jobs": [ fio-shaped job objects ],
-//!   "invariants": { "checked": n, "violations": [ ... ] },
+//!   "invariants": { "checked": n, "violations": [ {"invariant", "time_ns",
+//!                   "objects": {"superblock", "superblock_name", "fs_type", "inodes",
+//!                   "wb", "memcg", "mount", "counter"}, "message"} ] },
 //!   "host": { "wall_time_s", "date", "version" },
 //!   "not_modelled": [ {origin, line, option, why} ], (fio options accepted, not modelled)
 //!   "unfinished_jobs": [ JOBNAME ],                (jobs cut off before their size)
+//!   "job_reporting": { "mode", "separate_clones", "limit", "aggregated_jobs", "note" },
+//!                                                  (only beyond the per-job detail limit)
 //!   "live": { ... } }                              (probe results only)
 //! ```
 //! Results of `wbsim probe` (the live kernel) have the same shape: `model`
@@ -35,6 +39,7 @@ use super::scenario::{
     DeviceConfig, FilesystemConfig, MachineConfig, Policies, ResolvedVariant, Scenario,
     VmDirtyParams,
 };
+pub use crate::model::machine::{Violation, ViolationObjects};
 
 /// The schema version written and accepted.
 pub const SCHEMA: u32 = 1;
@@ -78,8 +83,29 @@ impl ModelParams {
 pub struct Invariants {
     /// Checks made.
     pub checked: u64,
-    /// What failed, in order.
-    pub violations: Vec<String>,
+    /// What failed, in order: the invariant's name, the simulated time,
+    /// the objects involved and a message.
+    pub violations: Vec<Violation>,
+}
+
+/// How a run with many fio clones reported them (present only when the
+/// clones without `group_reporting` were more than the per-job detail
+/// limit, `PER_JOB_DETAIL_MAX` in `workload/fio_exec.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobReporting {
+    /// `aggregated` (each job's clones folded into one entry, the default)
+    /// or `per_clone` (asked for with `--per-job` or `[measure] per_job`).
+    pub mode: String,
+    /// Statistics entries the jobs would keep per clone.
+    pub separate_clones: u64,
+    /// The limit beyond which clones are aggregated by default.
+    pub limit: u64,
+    /// Jobs whose clones were folded into one entry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aggregated_jobs: Vec<String>,
+    /// What was done, in words.
+    pub note: String,
 }
 
 /// Facts about the run that differ between hosts and runs.
@@ -220,6 +246,10 @@ pub struct Results {
     /// ended: cut off by the run's duration (omitted when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unfinished_jobs: Vec<String>,
+    /// How fio clones were reported when there were more than the per-job
+    /// detail limit (omitted otherwise: every job as its file asks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_reporting: Option<JobReporting>,
 }
 
 /// One `[t_ns, value]` point (value `null` if not finite).
@@ -313,6 +343,7 @@ impl Results {
             live: None,
             not_modelled: Vec::new(),
             unfinished_jobs: Vec::new(),
+            job_reporting: None,
         }
     }
 
@@ -344,6 +375,7 @@ impl Results {
             live: Some(live),
             not_modelled: Vec::new(),
             unfinished_jobs: Vec::new(),
+            job_reporting: None,
         }
     }
 

@@ -13,6 +13,8 @@ use crate::model::mm::page_writeback::limits::DirtyThresholds;
 use crate::model::mm::vmscan::ReclaimStats;
 use crate::model::mm::vmstat::VmStat;
 
+pub use crate::model::kernel::stats::{Violation, ViolationObjects};
+
 /// The rate control of one writeback context now (the `bdi_dirty_ratelimit`
 /// tracepoint's fields), KB/s.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -171,9 +173,22 @@ impl Machine {
     }
 
     /// Invariant violations noticed so far, by model code and by the page
-    /// counters.
-    pub fn violations(&self) -> Vec<String> {
-        let mut v = self.mm().vm().violations.clone();
+    /// counters (those of `VmStat::apply`, which has no clock, carry the
+    /// time of this call).
+    pub fn violations(&self) -> Vec<Violation> {
+        let now = self.now();
+        let mut v: Vec<Violation> = self
+            .mm()
+            .vm()
+            .violations
+            .iter()
+            .map(|msg| Violation {
+                invariant: "no_negative_counter".to_string(),
+                time_ns: now,
+                objects: ViolationObjects::default(),
+                message: msg.clone(),
+            })
+            .collect();
         v.extend(self.kernel().stats().violations());
         v
     }
@@ -181,7 +196,14 @@ impl Machine {
     /// Page conservation: every mapping's ranges agree with its counters, and
     /// the machine's counters equal the sum over mappings. Returns the number
     /// of checks made and the violations found.
-    pub fn check_page_conservation(&self) -> (u64, Vec<String>) {
+    pub fn check_page_conservation(&self) -> (u64, Vec<Violation>) {
+        let now = self.now();
+        let violation = |objects: ViolationObjects, message: String| Violation {
+            invariant: "page_conservation".to_string(),
+            time_ns: now,
+            objects,
+            message,
+        };
         let mut checked = 0;
         let mut bad = Vec::new();
         let (mut cached, mut dirty, mut wb) = (0u64, 0u64, 0u64);
@@ -193,7 +215,16 @@ impl Machine {
                 let map = inode.mapping.borrow();
                 checked += 1;
                 if let Err(e) = map.check() {
-                    bad.push(format!("{} inode {}: {e}", sb.name, inode.ino));
+                    bad.push(violation(
+                        ViolationObjects {
+                            superblock: Some(sb.id),
+                            superblock_name: Some(sb.name.clone()),
+                            fs_type: Some(sb.fs.name().to_string()),
+                            inodes: vec![inode.ino],
+                            ..ViolationObjects::default()
+                        },
+                        format!("{} inode {}: {e} (end of run)", sb.name, inode.ino),
+                    ));
                 }
                 cached += map.nrpages();
                 dirty += map.nr_dirty();
@@ -203,9 +234,12 @@ impl Machine {
         let vm = self.mm().vm();
         checked += 1;
         if (vm.nr_file_pages, vm.nr_file_dirty, vm.nr_writeback) != (cached, dirty, wb) {
-            bad.push(format!(
-                "page conservation: NR_FILE_PAGES/NR_FILE_DIRTY/NR_WRITEBACK {}/{}/{} but mappings hold {cached}/{dirty}/{wb}",
-                vm.nr_file_pages, vm.nr_file_dirty, vm.nr_writeback
+            bad.push(violation(
+                ViolationObjects::default(),
+                format!(
+                    "page conservation: NR_FILE_PAGES/NR_FILE_DIRTY/NR_WRITEBACK {}/{}/{} but mappings hold {cached}/{dirty}/{wb} (end of run)",
+                    vm.nr_file_pages, vm.nr_file_dirty, vm.nr_writeback
+                ),
             ));
         }
         (checked, bad)

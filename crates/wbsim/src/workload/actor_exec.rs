@@ -20,6 +20,7 @@ use crate::model::fs::super_::SuperBlock;
 use crate::model::fs::sync::{ksys_sync, sync_filesystem, vfs_fsync};
 use crate::model::fs::LocalBoxFuture;
 use crate::model::kernel::sched::CgroupId;
+use crate::model::kernel::stats::ViolationObjects;
 use crate::model::mm::page_writeback::TaskDirty;
 
 /// Why a step failed.
@@ -319,10 +320,19 @@ fn check_synced(w: &World, what: &str, sbs: &[Rc<SuperBlock>], dirtied_before: u
             (d + map.nr_dirty(), b + map.nr_writeback())
         });
         if dirty + wb > 0 {
-            m.violation(format!(
-                "persisted after sync: {what} returned with {dirty} dirty and {wb} writeback pages on {} though nothing was dirtied meanwhile",
-                sb.name
-            ));
+            m.violation(
+                "persisted_after_sync",
+                ViolationObjects {
+                    superblock: Some(sb.id),
+                    superblock_name: Some(sb.name.clone()),
+                    fs_type: Some(sb.fs.name().to_string()),
+                    ..ViolationObjects::default()
+                },
+                format!(
+                    "persisted after sync: {what} returned with {dirty} dirty and {wb} writeback pages on {} though nothing was dirtied meanwhile",
+                    sb.name
+                ),
+            );
         }
     }
 }

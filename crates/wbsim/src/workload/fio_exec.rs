@@ -36,6 +36,13 @@
 //! Write jobs lay their files out first as fio does: `fallocate=native` (the
 //! default) preallocates unwritten blocks, `overwrite=1` writes them out.
 //!
+//! Statistics: one entry per clone (`JOB.N`), or one per job (`JOB`) with
+//! `group_reporting` or when the run has more than [`PER_JOB_DETAIL_MAX`]
+//! separate clones and no per-job detail was asked for
+//! ([`JobSet::aggregate`]). Clones share one `Rc<FioJob>`, and the steps a
+//! clone takes once (file layout, the io_uring loop, the closing fsync) are
+//! boxed so that each clone's task future stays small.
+//!
 //! Simplified: files to be read are treated as already laid out on disk (fio
 //! would write them first); no `fadvise`/`invalidate` before a job; io_uring
 //! reads are issued inline in blocking mode; fio's own per-io_u CPU is not
@@ -49,7 +56,7 @@ use rand::Rng;
 use sim::{SimRng, Time};
 
 use super::fio::{Fallocate, FioJob, IoEngine, RwMode};
-use super::world::{hist_record, JobStats, World};
+use super::world::{JobStats, World};
 use crate::model::errno::IoError;
 use crate::model::fs::read_write::{vfs_fallocate, vfs_read, vfs_write, File, IoFlags};
 use crate::model::fs::sync::vfs_fsync;
@@ -70,6 +77,34 @@ pub struct JobSet {
     pub cgroup: CgroupId,
     /// Simulated time at which the file's jobs start, ns.
     pub start_ns: Time,
+    /// Fold each job's clones into one statistics entry even without
+    /// `group_reporting` (the run has more separate clones than
+    /// [`PER_JOB_DETAIL_MAX`] and per-job detail was not asked for).
+    pub aggregate: bool,
+}
+
+/// Separate per-clone statistics entries a run keeps by default: beyond
+/// this many (counted over the run's jobs, a `group_reporting` job counting
+/// one), every job's clones are folded into one entry per job, as fio's
+/// `group_reporting` does, unless per-job detail is asked for (`wbsim run
+/// --per-job`, `[measure] per_job = true`). Chosen so that results stay
+/// readable (each entry adds a fio-shaped job object and about ten
+/// metrics) and above the largest per-clone comparison a test makes (100
+/// writers).
+pub const PER_JOB_DETAIL_MAX: u64 = 128;
+
+/// Statistics entries `jobs` keep with a clone of their own each: `numjobs`
+/// per job without `group_reporting`, one per job with it.
+pub fn separate_entries<'a>(jobs: impl IntoIterator<Item = &'a FioJob>) -> u64 {
+    jobs.into_iter()
+        .map(|j| {
+            if j.group_reporting {
+                1
+            } else {
+                u64::from(j.numjobs)
+            }
+        })
+        .sum()
 }
 
 /// Starts every clone of every job of `set`; each registers its statistics
@@ -89,8 +124,9 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
             barrier = ji;
         }
         let wait_for = barrier;
-        // group_reporting folds every clone into one entry.
-        let stats_ids: Vec<usize> = if job.group_reporting {
+        // group_reporting (or the run's aggregation) folds every clone into
+        // one entry.
+        let stats_ids: Vec<usize> = if job.group_reporting || set.aggregate {
             let id = push_stats(world, &job.name, job.groupid, job.numjobs);
             vec![id; job.numjobs as usize]
         } else {
@@ -98,10 +134,12 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
                 .map(|n| push_stats(world, &format!("{}.{n}", job.name), job.groupid, 1))
                 .collect()
         };
+        // One copy of the job shared by its clones.
+        let shared = Rc::new(job.clone());
         for inst in job.instances() {
             let paths: Vec<String> = inst.files.iter().map(|f| resolve(&set.root, f)).collect();
             let w = world.clone();
-            let job = job.clone();
+            let job = shared.clone();
             let running = running.clone();
             let done_wq = done_wq.clone();
             let stats_id = stats_ids[inst.jobnum as usize];
@@ -128,7 +166,7 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
 
 fn push_stats(world: &World, name: &str, groupid: u32, clones: u32) -> usize {
     let mut jobs = world.jobs.borrow_mut();
-    let mut s = JobStats::new(name, groupid);
+    let mut s = JobStats::new(name, groupid, clones);
     s.running = clones;
     jobs.push(s);
     jobs.len() - 1
@@ -303,7 +341,13 @@ async fn layout_file(m: &Rc<Machine>, job: &FioJob, f: &File, size: u64) {
     }
 }
 
-async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], stats_id: usize) {
+async fn run_clone(
+    w: &Rc<World>,
+    job: &Rc<FioJob>,
+    jobnum: u32,
+    paths: &[String],
+    stats_id: usize,
+) {
     let m = &w.m;
     let sim = m.sim().clone();
     if job.startdelay_ns > 0 {
@@ -331,7 +375,10 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
     }
     if job.rw.writes() {
         for f in &files {
-            layout_file(m, job, f, file_size).await;
+            // Boxed, like the other once-per-clone steps below: a clone's
+            // task future is as large as its largest await, and 100,000
+            // clones each pay for it.
+            Box::pin(layout_file(m, job, f, file_size)).await;
         }
     }
     let now = sim.now();
@@ -367,8 +414,8 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
         s.events_first.get_or_insert_with(|| w.m.events());
     }
     if job.ioengine == IoEngine::IoUring {
-        run_io_uring(w, job, jobnum, &st, stats_id).await;
-        finish_clone(w, job, &st, stats_id).await;
+        Box::pin(run_io_uring(w, job, jobnum, &st, stats_id)).await;
+        Box::pin(finish_clone(w, job, &st, stats_id)).await;
         return;
     }
     let lanes = if job.ioengine.is_sync() {
@@ -393,7 +440,7 @@ async fn run_clone(w: &Rc<World>, job: &FioJob, jobnum: u32, paths: &[String], s
     for h in handles {
         h.await;
     }
-    finish_clone(w, job, &st, stats_id).await;
+    Box::pin(finish_clone(w, job, &st, stats_id)).await;
 }
 
 /// The end of a clone: `end_fsync` / `fsync_on_close`, then its statistics.
@@ -408,7 +455,9 @@ async fn finish_clone(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>,
         for f in &files {
             let t0 = sim.now();
             vfs_fsync(m, &f.sb, &f.inode, false).await;
-            hist_record(&mut w.jobs.borrow_mut()[stats_id].sync_lat, sim.now() - t0);
+            w.jobs.borrow_mut()[stats_id]
+                .sync_lat
+                .record(sim.now() - t0);
         }
     }
     let error = st.borrow().error;
@@ -496,7 +545,9 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, sta
                 let t1 = sim.now();
                 vfs_fsync(m, &f.sb, &f.inode, false).await;
                 if measured {
-                    hist_record(&mut w.jobs.borrow_mut()[stats_id].sync_lat, sim.now() - t1);
+                    w.jobs.borrow_mut()[stats_id]
+                        .sync_lat
+                        .record(sim.now() - t1);
                 }
             }
         }
@@ -525,11 +576,12 @@ fn record_io(s: &mut JobStats, write: bool, len: u64, slat: Option<u64>, clat: u
     };
     *bytes += len;
     *ios += 1;
+    ch.record(clat);
+    // Without a slat, lat is clat (JobStats::lat): nothing more to keep.
     if let Some(sl) = slat {
-        hist_record(sh, sl);
+        sh.record(sl);
+        lh.record(sl + clat);
     }
-    hist_record(ch, clat);
-    hist_record(lh, slat.unwrap_or(0) + clat);
 }
 
 /// An io_u in flight: what it is and fio's timestamps.
@@ -669,7 +721,9 @@ async fn run_io_uring(
             let t1 = sim.now();
             vfs_fsync(m, &f.sb, &f.inode, false).await;
             if measured {
-                hist_record(&mut w.jobs.borrow_mut()[stats_id].sync_lat, sim.now() - t1);
+                w.jobs.borrow_mut()[stats_id]
+                    .sync_lat
+                    .record(sim.now() - t1);
             }
         }
     }

@@ -84,6 +84,17 @@ pub struct Args {
     /// named like a built-in experiment replaces it); repeatable.
     #[arg(long = "scenario", value_name = "FILE")]
     pub scenarios: Vec<PathBuf>,
+    /// Keep every fio clone's own statistics entry (results `jobs` and
+    /// `fio.JOB.N.*` metrics) even beyond 128 clones without
+    /// group_reporting, where they are otherwise aggregated per job (as
+    /// `[measure] per_job = true`).
+    #[arg(long)]
+    pub per_job: bool,
+    /// Refuse a `--scenario` whose run is estimated to need more memory
+    /// than this (bytes, or 4g, 512m...), as `wbsim run` does.
+    #[arg(long, value_name = "SIZE", default_value = "4g",
+          value_parser = crate::experiment::validate::parse_max_memory)]
+    pub max_memory: u64,
 }
 
 /// The scenarios selected by `--only` (all if none): built-ins with a
@@ -91,7 +102,9 @@ pub struct Args {
 fn select(args: &Args) -> anyhow::Result<Vec<Scenario>> {
     let mut extra = Vec::new();
     for p in &args.scenarios {
-        extra.push(scenario::load(p)?);
+        let s = scenario::load(p)?;
+        crate::experiment::validate::validate_with_limit(&s, args.max_memory, args.per_job)?;
+        extra.push(s);
     }
     for name in &args.only {
         if catalog::find(name).is_none() && !extra.iter().any(|s| s.name == *name) {
@@ -204,6 +217,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .context("cannot start the thread pool")?;
     let opts = RunOptions {
         quick: args.quick,
+        per_job: args.per_job,
         ..RunOptions::default()
     };
     let progress = Progress::new(planned.len());

@@ -140,6 +140,7 @@ pub fn boot(sim: &Sim, scenario: &Scenario, variant: &ResolvedVariant) -> Result
             root,
             cgroup: cg_of(&j.cgroup),
             start_ns: j.start_ns,
+            aggregate: false,
         });
     }
     let actor_cgroups = scenario.actors.iter().map(|a| cg_of(&a.cgroup)).collect();

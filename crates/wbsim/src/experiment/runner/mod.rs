@@ -20,10 +20,11 @@ use sim::Sim;
 
 use boot::Booted;
 
+use super::results::JobReporting;
 use super::results::Results;
 use super::scenario::{ResolvedVariant, Scenario};
 use crate::workload::actor_exec::spawn_actor;
-use crate::workload::fio_exec::spawn_job_set;
+use crate::workload::fio_exec::{separate_entries, spawn_job_set, PER_JOB_DETAIL_MAX};
 
 /// How a run is shortened or observed.
 #[derive(Clone, Debug, Default)]
@@ -36,6 +37,9 @@ pub struct RunOptions {
     /// Where the run's trace events go (`--trace`), and which tracepoint
     /// names to keep (`--trace-events`; empty: all). One run only.
     pub trace: Option<TraceOptions>,
+    /// `--per-job`: keep every fio clone's own statistics entry even beyond
+    /// [`PER_JOB_DETAIL_MAX`] separate clones (as `[measure] per_job`).
+    pub per_job: bool,
 }
 
 /// `--trace FILE [--trace-events a,b]`: the model's tracepoints, one line
@@ -159,7 +163,9 @@ pub fn run_one(
         devices,
         ..
     } = booted;
-    for set in job_sets {
+    let reporting = job_reporting(&job_sets, opts.per_job || scenario.measure.per_job);
+    for mut set in job_sets {
+        set.aggregate = reporting.as_ref().is_some_and(|r| r.mode == "aggregated");
         spawn_job_set(&world, set);
     }
     for (actor, cg) in scenario.actors.iter().zip(actor_cgroups) {
@@ -186,7 +192,50 @@ pub fn run_one(
     if let Some(e) = world.errors.borrow().first() {
         return Err(fail(e.clone()));
     }
-    Ok(collect::results(
-        scenario, variant, seed, &world, &devices, &samples, wall,
-    ))
+    let mut r = collect::results(scenario, variant, seed, &world, &devices, &samples, wall);
+    r.job_reporting = reporting;
+    Ok(r)
+}
+
+/// How the run reports its fio jobs when they have more separate clones
+/// than [`PER_JOB_DETAIL_MAX`]: aggregated per job (the default) or per
+/// clone (`per_job`); None when within the limit (every job as its file
+/// asks).
+fn job_reporting(
+    job_sets: &[crate::workload::fio_exec::JobSet],
+    per_job: bool,
+) -> Option<JobReporting> {
+    let jobs = || job_sets.iter().flat_map(|s| s.jobs.iter());
+    let separate = separate_entries(jobs());
+    if separate <= PER_JOB_DETAIL_MAX {
+        return None;
+    }
+    Some(if per_job {
+        JobReporting {
+            mode: "per_clone".to_string(),
+            separate_clones: separate,
+            limit: PER_JOB_DETAIL_MAX,
+            aggregated_jobs: Vec::new(),
+            note: format!(
+                "{separate} clones without group_reporting, over the {PER_JOB_DETAIL_MAX} \
+                 beyond which wbsim aggregates; kept per clone as asked (--per-job or \
+                 [measure] per_job)"
+            ),
+        }
+    } else {
+        JobReporting {
+            mode: "aggregated".to_string(),
+            separate_clones: separate,
+            limit: PER_JOB_DETAIL_MAX,
+            aggregated_jobs: jobs()
+                .filter(|j| !j.group_reporting && j.numjobs > 1)
+                .map(|j| j.name.clone())
+                .collect(),
+            note: format!(
+                "{separate} clones without group_reporting, over {PER_JOB_DETAIL_MAX}: each \
+                 job's clones are reported as one entry, as with fio's group_reporting; \
+                 --per-job (or [measure] per_job = true) keeps one entry per clone"
+            ),
+        }
+    })
 }

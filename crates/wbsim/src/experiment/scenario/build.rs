@@ -845,6 +845,9 @@ fn read_measure(refs: &Refs, raw: &RawScenarioFile) -> R<MeasureConfig> {
                 w,
             )?;
         }
+        if let Some(pj) = opt(src, &r.per_job, "per_job", w, as_bool)? {
+            measure.per_job = pj;
+        }
         if let Some(list_) = &r.metrics {
             let mut out = Vec::new();
             for n in list_ {

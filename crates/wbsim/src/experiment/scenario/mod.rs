@@ -20,7 +20,9 @@
 //! [[actor]]       name, cgroup, start, repeat (n | "forever"), instances, steps = [{ op = ... }]
 //! [variants.N]    umount_drain, csum_lookup, detach_release, wb_ctx_assign, nr_wb_ctx,
 //!                 dontcache_flush, machine.KEY = ..., sysctl.KEY = ...
-//! [measure]       sample_interval = "100ms", metrics = [...], warmup = "0s"
+//! [measure]       sample_interval = "100ms", metrics = [...], warmup = "0s", per_job = false
+//!                 (per_job: one fio statistics entry per clone even beyond 128 separate
+//!                 clones, where they are otherwise aggregated per job)
 //! [sweep]         key = "nr_wb_ctx" | "variants.*.nr_wb_ctx" | "sysctl.dirty_ratio" ..., values
 //! ```
 //!
@@ -346,6 +348,10 @@ pub struct MeasureConfig {
     pub metrics: Option<Vec<String>>,
     /// Time from the start during which nothing is recorded, ns (default 0).
     pub warmup_ns: u64,
+    /// Keep one fio statistics entry per clone even beyond
+    /// `PER_JOB_DETAIL_MAX` separate clones (default false: aggregate per
+    /// job there, as fio's `group_reporting`); `--per-job` does the same.
+    pub per_job: bool,
 }
 
 /// Default `[measure] sample_interval`: 100 ms.
@@ -357,6 +363,7 @@ impl Default for MeasureConfig {
             sample_interval_ns: SAMPLE_INTERVAL_DEFAULT_NS,
             metrics: None,
             warmup_ns: 0,
+            per_job: false,
         }
     }
 }

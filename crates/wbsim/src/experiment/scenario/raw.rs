@@ -98,6 +98,7 @@ pub(crate) struct RawMeasure {
     pub sample_interval: Option<Spanned<toml::Value>>,
     pub metrics: Option<Vec<Spanned<String>>>,
     pub warmup: Option<Spanned<toml::Value>>,
+    pub per_job: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]

@@ -32,6 +32,7 @@ use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::WritebackControl;
 use crate::model::fs::writepages::fs_writepages;
+use crate::model::kernel::stats::ViolationObjects;
 use crate::model::kernel::workqueue::{flush_workqueue, queue_work, Work};
 use crate::model::mm::backing_dev::{wb_get, wb_get_create, wb_put, wb_wakeup, wb_wakeup_delayed};
 use crate::model::mm::backing_dev::{IoList, SyncMode, Wb, WbReason, WbWork};
@@ -956,10 +957,24 @@ async fn process_inode_switch_wbs(m: &Rc<Machine>, new_wb: &Rc<Wb>, isw: &InodeS
         // teardown (evict_inodes onwards) has begun.
         match m.vfs().super_get(inode.sb_id) {
             Some(sb) if !sb.isw_torn_down() => {}
-            _ => m.violation(format!(
-                "inode wb switch touched inode {} of superblock {} after its teardown",
-                inode.ino, inode.sb_id
-            )),
+            _ => m.violation(
+                "isw_after_teardown",
+                ViolationObjects {
+                    superblock: Some(inode.sb_id),
+                    inodes: vec![inode.ino],
+                    wb: Some(new_wb.id),
+                    memcg: Some(new_wb.memcg_id.get()),
+                    ..ViolationObjects::default()
+                },
+                format!(
+                    "inode wb switch touched inode {} of superblock {} after its teardown \
+                     (switching to wb {}, memcg {})",
+                    inode.ino,
+                    inode.sb_id,
+                    new_wb.id,
+                    new_wb.memcg_id.get()
+                ),
+            ),
         }
         pages += inode_do_switch_wbs(m, inode, new_wb);
         switched += 1;

@@ -51,6 +51,7 @@ use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
 pub use crate::model::fs::vfs::{MntNamespace, Mount, NsStats};
 use crate::model::kernel::locking::rwsem::WriteGuard;
+use crate::model::kernel::stats::ViolationObjects;
 use crate::model::kernel::workqueue::{queue_delayed_work, queue_rcu_work, DelayedWork, RcuWork};
 use crate::model::mm::backing_dev::BdiSettings;
 use crate::model::policy::DetachRelease;
@@ -232,10 +233,14 @@ pub fn mntget(mnt: &Rc<Mount>) -> Rc<Mount> {
 pub fn mntput(m: &Rc<Machine>, mnt: &Rc<Mount>) {
     let c = mnt.mnt_count.get();
     if c == 0 {
-        m.violation(format!(
-            "mntput of {} with mnt_count already 0",
-            mnt.mountpoint
-        ));
+        m.violation(
+            "mnt_count_underflow",
+            ViolationObjects {
+                mount: Some(mnt.mountpoint.clone()),
+                ..ViolationObjects::default()
+            },
+            format!("mntput of {} with mnt_count already 0", mnt.mountpoint),
+        );
         return;
     }
     mnt.mnt_count.set(c - 1);

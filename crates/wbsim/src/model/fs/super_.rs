@@ -38,6 +38,7 @@ use crate::model::fs::vfs::Filesystem;
 use crate::model::fs::vfs::Machine;
 pub use crate::model::fs::vfs::{flags, SuperBlock, TRUNCATE_PAGE_NS};
 use crate::model::kernel::locking::rwsem::WriteGuard;
+use crate::model::kernel::stats::{ViolationObjects, MAX_INODES};
 use crate::model::mm::backing_dev::{bdi_drop, bdi_register, bdi_unregister, wb_put, Wb};
 use crate::model::mm::page_writeback::account_delta;
 
@@ -170,11 +171,28 @@ pub async fn generic_shutdown_super(m: &Rc<Machine>, sb: &Rc<SuperBlock>, guard:
     phase("put_super", t);
     let busy = sb.inodes.borrow().len();
     if busy > 0 {
-        m.violation(format!(
-            "VFS: Busy inodes after unmount of {} ({}): {busy} inode(s)",
-            sb.name,
-            sb.fs.name()
-        ));
+        let inodes = sb
+            .inodes
+            .borrow()
+            .values()
+            .take(MAX_INODES)
+            .map(|i| i.ino)
+            .collect();
+        m.violation(
+            "busy_inodes_after_umount",
+            ViolationObjects {
+                superblock: Some(sb.id),
+                superblock_name: Some(sb.name.clone()),
+                fs_type: Some(sb.fs.name().to_string()),
+                inodes,
+                ..ViolationObjects::default()
+            },
+            format!(
+                "VFS: Busy inodes after unmount of {} ({}): {busy} inode(s)",
+                sb.name,
+                sb.fs.name()
+            ),
+        );
     }
     // hlist_del_init(&sb->s_instances): no longer found by sync(2) and the
     // flusher's superblock lookups.
@@ -237,13 +255,25 @@ async fn evict(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
     let d = inode.mapping.borrow_mut().truncate_all();
     let freed = (-d.cached).max(0) as Time;
     if d.dirty != 0 {
-        m.violation(format!(
-            "dirty data lost at umount of {} ({}): inode {} had {} dirty page(s)",
-            sb.name,
-            sb.fs.name(),
-            inode.ino,
-            -d.dirty
-        ));
+        m.violation(
+            "dirty_data_lost_at_umount",
+            ViolationObjects {
+                superblock: Some(sb.id),
+                superblock_name: Some(sb.name.clone()),
+                fs_type: Some(sb.fs.name().to_string()),
+                inodes: vec![inode.ino],
+                wb: wb_ref.as_ref().map(|w| w.id),
+                memcg: wb_ref.as_ref().map(|w| w.memcg_id.get()),
+                ..ViolationObjects::default()
+            },
+            format!(
+                "dirty data lost at umount of {} ({}): inode {} had {} dirty page(s)",
+                sb.name,
+                sb.fs.name(),
+                inode.ino,
+                -d.dirty
+            ),
+        );
     }
     if sb.bdi.can_writeback {
         account_delta(m.mm(), inode.wb().as_ref(), &d);

@@ -27,6 +27,7 @@ use crate::model::kernel::locking::lock_stat::LockStats;
 use crate::model::kernel::locking::RwSemaphore;
 use crate::model::kernel::rcu::Rcu;
 use crate::model::kernel::sched::Sched;
+use crate::model::kernel::stats::ViolationObjects;
 use crate::model::kernel::wait::{VarKey, WaitVarTable};
 use crate::model::kernel::workqueue::{alloc_workqueue, DelayedWork, Workqueue, WqFlags};
 use crate::model::kernel::{Kernel, KernelParams};
@@ -788,9 +789,10 @@ impl Machine {
         self.k.count_event(name);
     }
 
-    /// Records an invariant violation.
-    pub fn violation(&self, what: String) {
-        self.k.violation(what);
+    /// Records a violation of `invariant` involving `objects`, stamped
+    /// with the simulated time.
+    pub fn violation(&self, invariant: &str, objects: ViolationObjects, message: String) {
+        self.k.violation(invariant, objects, message);
     }
 
     /// The policies in force.

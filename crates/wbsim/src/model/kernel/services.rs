@@ -12,7 +12,7 @@ use sim::{Sim, Time};
 use super::locking::lock_stat::LockStats;
 use super::rcu::{Rcu, RcuParams};
 use super::sched::{Sched, SchedParams};
-use super::stats::RunStats;
+use super::stats::{RunStats, Violation, ViolationObjects};
 use super::wait::WaitVarTable;
 use super::workqueue::{alloc_workqueue, Workqueue, WqFlags};
 
@@ -147,9 +147,14 @@ impl Kernel {
         self.stats.count_event(name);
     }
 
-    /// Records an invariant violation, stamped with the simulated time
-    /// (`t=NS ns: WHAT`; WHAT names the objects involved).
-    pub fn violation(&self, what: String) {
-        self.stats.violation(format!("t={} ns: {what}", self.now()));
+    /// Records a violation of `invariant` involving `objects`, stamped with
+    /// the simulated time.
+    pub fn violation(&self, invariant: &str, objects: ViolationObjects, message: String) {
+        self.stats.violation(Violation {
+            invariant: invariant.to_string(),
+            time_ns: self.now(),
+            objects,
+            message,
+        });
     }
 }

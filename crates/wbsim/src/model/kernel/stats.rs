@@ -7,11 +7,76 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
+/// The model objects an invariant violation involves, by the ids the model
+/// gives them (each absent when it does not apply).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ViolationObjects {
+    /// Superblock id (`SuperBlock::id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superblock: Option<u64>,
+    /// Superblock name (its mount point, as in `VFS: Busy inodes after
+    /// unmount of NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superblock_name: Option<String>,
+    /// Filesystem type (`xfs`, `ext4`...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs_type: Option<String>,
+    /// Inode numbers involved (at most [`MAX_INODES`]; the message gives
+    /// the full count).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inodes: Vec<u64>,
+    /// bdi_writeback id (`Wb::id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wb: Option<u64>,
+    /// Memory cgroup id of that wb (0: the bdi's root wb).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memcg: Option<u64>,
+    /// Mount point of a mount.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount: Option<String>,
+    /// A counter's name (`NR_FILE_DIRTY`...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter: Option<String>,
+}
+
+/// Inode numbers kept per violation record.
+pub const MAX_INODES: usize = 16;
+
+/// One invariant violation: which invariant, when, what it involved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Violation {
+    /// The invariant's name: `busy_inodes_after_umount`,
+    /// `isw_after_teardown`, `no_negative_counter`, `dirty_data_lost_at_umount`,
+    /// `mnt_count_underflow`, `persisted_after_sync`, `page_conservation`,
+    /// `out_of_memory`.
+    pub invariant: String,
+    /// Simulated time it was noticed, ns.
+    pub time_ns: u64,
+    /// The objects involved.
+    pub objects: ViolationObjects,
+    /// What happened, in words (the kernel's message where it has one).
+    pub message: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "t={} ns: [{}] {}",
+            self.time_ns, self.invariant, self.message
+        )
+    }
+}
+
 /// Tracepoint counts and invariant violations of one run.
 #[derive(Default)]
 pub struct RunStats {
     events: RefCell<BTreeMap<&'static str, u64>>,
-    violations: RefCell<Vec<String>>,
+    violations: RefCell<Vec<Violation>>,
 }
 
 impl RunStats {
@@ -31,12 +96,12 @@ impl RunStats {
     }
 
     /// Records an invariant violation.
-    pub fn violation(&self, what: String) {
-        self.violations.borrow_mut().push(what);
+    pub fn violation(&self, v: Violation) {
+        self.violations.borrow_mut().push(v);
     }
 
     /// The violations so far.
-    pub fn violations(&self) -> Vec<String> {
+    pub fn violations(&self) -> Vec<Violation> {
         self.violations.borrow().clone()
     }
 }

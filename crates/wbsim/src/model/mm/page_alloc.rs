@@ -20,6 +20,7 @@ pub use super::mmzone::Watermarks;
 use super::state::Mm;
 use super::vmscan::{self, wakeup_kswapd, MAX_RECLAIM_RETRIES};
 use crate::model::errno::IoError;
+use crate::model::kernel::stats::ViolationObjects;
 
 /// `__alloc_pages()` of `nr` page-cache pages (GFP_HIGHUSER_MOVABLE, or
 /// GFP_NOWAIT with `nowait`). Returns once the pages may be taken; the caller
@@ -54,8 +55,11 @@ pub async fn alloc_pages(mm: &Rc<Mm>, nr: u64, nowait: bool) -> Result<(), IoErr
         };
         no_progress += 1;
         if pending == 0 && no_progress >= MAX_RECLAIM_RETRIES {
-            mm.kernel()
-                .violation("out of memory: no reclaimable page cache".into());
+            mm.kernel().violation(
+                "out_of_memory",
+                ViolationObjects::default(),
+                "out of memory: no reclaimable page cache".into(),
+            );
             return Ok(());
         }
     }

@@ -22,6 +22,7 @@ use super::pause::{
     BdpFlags, BdpInput, TaskDirtyState,
 };
 use crate::model::errno::IoError;
+use crate::model::kernel::stats::ViolationObjects;
 use crate::model::mm::backing_dev::{wb_start_background_writeback, wb_wakeup, Bdi, Wb};
 use crate::model::mm::filemap::Delta;
 use crate::model::mm::state::Mm;
@@ -249,8 +250,14 @@ pub fn dontcache_kick(mm: &Mm, wb: &Rc<Wb>, pages: u64) {
 fn add(v: u64, d: i64, name: &str, mm: &Mm) -> u64 {
     let r = v as i64 + d;
     if r < 0 {
-        mm.kernel()
-            .violation(format!("no negative counter: {name} would become {r}"));
+        mm.kernel().violation(
+            "no_negative_counter",
+            ViolationObjects {
+                counter: Some(name.to_string()),
+                ..ViolationObjects::default()
+            },
+            format!("no negative counter: {name} would become {r}"),
+        );
         0
     } else {
         r as u64
