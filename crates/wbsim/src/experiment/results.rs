@@ -220,6 +220,13 @@ pub struct Results {
     /// ended: cut off by the run's duration (omitted when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unfinished_jobs: Vec<String>,
+    /// Per job (in `jobs` order), what fio's output formats and log files
+    /// need beyond the results: latency bins and logged I/Os. Not saved.
+    #[serde(skip)]
+    pub fio_detail: Vec<crate::workload::fio::output::FioJobDetail>,
+    /// fio's `disk_util` of the run's devices. Not saved.
+    #[serde(skip)]
+    pub fio_disks: Vec<crate::workload::fio::output::FioDiskUtil>,
 }
 
 /// One `[t_ns, value]` point (value `null` if not finite).
@@ -313,6 +320,8 @@ impl Results {
             live: None,
             not_modelled: Vec::new(),
             unfinished_jobs: Vec::new(),
+            fio_detail: Vec::new(),
+            fio_disks: Vec::new(),
         }
     }
 
@@ -344,6 +353,8 @@ impl Results {
             live: Some(live),
             not_modelled: Vec::new(),
             unfinished_jobs: Vec::new(),
+            fio_detail: Vec::new(),
+            fio_disks: Vec::new(),
         }
     }
 

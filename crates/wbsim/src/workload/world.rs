@@ -31,8 +31,17 @@ pub struct FsEntry {
 
 /// Per fio job (or clone, without group_reporting) I/O statistics.
 pub struct JobStats {
-    /// Job name (fio's `jobname`).
+    /// Name of the entry: the job's name, `NAME.N` for clone N of a job
+    /// with `numjobs` > 1 without `group_reporting` (metric names use it).
     pub name: String,
+    /// fio's `jobname`: the job's name (clones share it, as in fio's output).
+    pub jobname: String,
+    /// fio's 1-based thread numbers of the clones in this entry.
+    pub threads: Vec<u32>,
+    /// The job's `iodepth` (1 for the sync engines).
+    pub iodepth: u32,
+    /// Bandwidth windows, depth maps, CPU time and log samples.
+    pub samples: crate::workload::fio::iolog::JobSamples,
     /// fio reporting group.
     pub groupid: u32,
     pub read_bytes: u64,
@@ -77,6 +86,10 @@ impl JobStats {
         let h = || Histogram::<u64>::new(3).expect("hdrhistogram: 3 significant digits is valid");
         JobStats {
             name: name.to_string(),
+            jobname: name.to_string(),
+            threads: Vec::new(),
+            iodepth: 1,
+            samples: crate::workload::fio::iolog::JobSamples::default(),
             groupid,
             read_bytes: 0,
             write_bytes: 0,

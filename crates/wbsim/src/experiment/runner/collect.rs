@@ -30,7 +30,11 @@ use crate::experiment::results::{Host, Invariants, Results};
 use crate::experiment::scenario::{ResolvedVariant, Scenario};
 use crate::model::block::BlockDevice;
 use crate::model::mm::vmstat::PAGE_SIZE;
-use crate::workload::fio::output::{FioDdirStats, FioJobOutput, FioLatStats, FioSyncStats};
+use crate::workload::fio::iolog::{BATCH_LABELS, DEPTH_LABELS};
+use crate::workload::fio::output::{
+    latency_dists, FioBins, FioDdirStats, FioDiskUtil, FioJobDetail, FioJobOutput, FioLatStats,
+    FioSyncStats, LabelledDist,
+};
 use crate::workload::world::World;
 
 use super::sampler::Samples;
@@ -56,7 +60,7 @@ pub fn results(
     for (name, n) in world.counters.borrow().iter() {
         metrics.add(name, "count", *n);
     }
-    let jobs = job_outputs(world, &mut metrics, now);
+    let (jobs, fio_detail) = job_outputs(world, &mut metrics, now);
     for p in m.bdp_pauses() {
         metrics.record_as("bdp.pause", "ns", "ms", p);
     }
@@ -85,7 +89,30 @@ pub fn results(
         date: String::new(),
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
-    Results::new(scenario, variant, seed, &metrics, jobs, invariants, host)
+    let mut r = Results::new(scenario, variant, seed, &metrics, jobs, invariants, host);
+    r.fio_detail = fio_detail;
+    r.fio_disks = devices
+        .iter()
+        .map(|(name, d)| {
+            let st = d.stats();
+            FioDiskUtil {
+                name: name.clone(),
+                read_ios: st.reads,
+                write_ios: st.writes,
+                read_merges: st.read_merges,
+                write_merges: st.write_merges,
+                read_ticks: st.read_time_ns / 1_000_000,
+                write_ticks: st.write_time_ns / 1_000_000,
+                in_queue: st.in_flight_time_ns / 1_000_000,
+                util: if now > 0 {
+                    100.0 * st.busy_ns as f64 / now as f64
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect();
+    r
 }
 
 /// Cgroup writeback and RCU: `cgwb.umount_drain` (ms), the time of every
@@ -174,9 +201,15 @@ fn lock_stat(m: &crate::model::machine::Machine, metrics: &mut Metrics) {
     }
 }
 
-/// fio-shaped job entries, and the per-job and aggregate metrics.
-fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json::Value> {
-    let mut out = Vec::new();
+/// fio-shaped job entries and their detail, and the per-job and aggregate
+/// metrics.
+fn job_outputs(
+    world: &World,
+    metrics: &mut Metrics,
+    now: u64,
+) -> (Vec<serde_json::Value>, Vec<FioJobDetail>) {
+    let mut outs: Vec<FioJobOutput> = Vec::new();
+    let mut details = Vec::new();
     let (mut first, mut last) = (u64::MAX, 0u64);
     let (mut rbytes, mut wbytes) = (0u64, 0u64);
     for j in world.jobs.borrow().iter() {
@@ -187,7 +220,7 @@ fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json
         last = last.max(end);
         rbytes += j.read_bytes;
         wbytes += j.write_bytes;
-        let mut o = FioJobOutput::new(&j.name, j.groupid, runtime);
+        let mut o = FioJobOutput::new(&j.jobname, j.groupid, runtime);
         o.error = i32::from(j.error.is_some());
         o.read = FioDdirStats::from_latencies(
             j.read_bytes,
@@ -206,7 +239,37 @@ fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json
         );
         o.write.slat_ns = FioLatStats::from_histogram(&j.write_slat);
         o.sync = FioSyncStats::from_histogram(&j.sync_lat);
-        out.push(serde_json::to_value(&o).unwrap_or(serde_json::Value::Null));
+        o.read.set_rates(&j.samples.rate_stats(false, end));
+        o.write.set_rates(&j.samples.rate_stats(true, end));
+        o.sys_cpu = j.samples.sys_cpu_pct();
+        let [level, submit, complete] = j.samples.depth_dists();
+        o.iodepth_level = LabelledDist::new(&DEPTH_LABELS, &level);
+        o.iodepth_submit = LabelledDist::new(&BATCH_LABELS, &submit);
+        o.iodepth_complete = LabelledDist::new(&BATCH_LABELS, &complete);
+        let [ln, lu, lm] = latency_dists(&[&j.read_lat, &j.write_lat]);
+        o.latency_ns = ln;
+        o.latency_us = lu;
+        o.latency_ms = lm;
+        o.latency_depth = j.iodepth;
+        o.latency_percentile = 100.0;
+        outs.push(o);
+        details.push(FioJobDetail {
+            threads: j.threads.clone(),
+            clat_bins: [
+                FioBins::from_histogram(&j.read_clat),
+                FioBins::from_histogram(&j.write_clat),
+            ],
+            slat_bins: [
+                FioBins::from_histogram(&j.read_slat),
+                FioBins::from_histogram(&j.write_slat),
+            ],
+            lat_bins: [
+                FioBins::from_histogram(&j.read_lat),
+                FioBins::from_histogram(&j.write_lat),
+            ],
+            sync_bins: FioBins::from_histogram(&j.sync_lat),
+            logged: j.samples.per_io().to_vec(),
+        });
 
         let secs = runtime as f64 / 1e9;
         let p = format!("fio.{}", j.name);
@@ -298,7 +361,42 @@ fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json
             metrics.set("read.bw", "MiB/s", rbytes as f64 / MIB / secs);
         }
     }
-    out
+    set_bw_agg(&mut outs);
+    let out = outs
+        .iter()
+        .map(|o| serde_json::to_value(o).unwrap_or(serde_json::Value::Null))
+        .collect();
+    (out, details)
+}
+
+/// fio's `bw_agg`: a job's mean sample bandwidth as a percentage of its
+/// reporting group's aggregate bandwidth (`convert_agg_kbytes_percent()`:
+/// the group's bytes over its longest runtime; capped at 100; 100 when the
+/// aggregate is at most 1 KiB/s), for directions with samples.
+fn set_bw_agg(outs: &mut [FioJobOutput]) {
+    let mut agg: BTreeMap<(u32, bool), (u64, u64)> = BTreeMap::new();
+    for o in outs.iter() {
+        for (w, d) in [(false, &o.read), (true, &o.write)] {
+            let e = agg.entry((o.groupid, w)).or_insert((0, 0));
+            e.0 += d.io_bytes;
+            e.1 = e.1.max(d.runtime);
+        }
+    }
+    for o in outs.iter_mut() {
+        let g = o.groupid;
+        for (w, d) in [(false, &mut o.read), (true, &mut o.write)] {
+            if d.bw_samples == 0 {
+                continue;
+            }
+            let (bytes, run_ms) = agg[&(g, w)];
+            let agg_bps = if run_ms > 0 { bytes * 1000 / run_ms } else { 0 };
+            d.bw_agg = if agg_bps > 1024 {
+                (d.bw_mean * 100.0 / (agg_bps as f64 / 1024.0)).min(100.0)
+            } else {
+                100.0
+            };
+        }
+    }
 }
 
 /// End-of-run invariants: every mapping's ranges agree with its counters, the
