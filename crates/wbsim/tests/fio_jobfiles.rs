@@ -57,6 +57,9 @@ fn example_style_job_files_run_with_one_command() {
                 "3s",
                 "--out",
                 out.to_str().unwrap_or_default(),
+                // verify.fio writes a bandwidth log.
+                "--log-dir",
+                dir.to_str().unwrap_or_default(),
             ],
             &[("WBSIM_FIO_SIZE", "8m")],
         );
@@ -96,6 +99,8 @@ fn not_modelled_options_are_reported_once_on_stderr_and_in_results() {
             "server16",
             "--out",
             out.to_str().unwrap_or_default(),
+            "--log-dir",
+            dir.to_str().unwrap_or_default(),
         ],
         &[],
     );
@@ -120,6 +125,9 @@ fn not_modelled_options_are_reported_once_on_stderr_and_in_results() {
         "{opts:?}"
     );
     assert_eq!(r["model"]["machine"]["cpus"], 16);
+    // write_bw_log=verify: fio's log file, in --log-dir (its lines are
+    // checked in tests/fio_output.rs).
+    assert!(dir.join("verify_bw.1.log").exists());
     assert_eq!(r["model"]["filesystems"][0]["type"], "ext4");
     let _ = std::fs::remove_dir_all(&dir);
 }

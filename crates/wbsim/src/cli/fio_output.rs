@@ -518,11 +518,7 @@ fn show_lat(s: &mut String, d: &LabelledDist, labels: &[&str], msg: &str) {
 
 /// A direction's fio header line: `IOPS=..., BW=... (...)(io/runtime)`.
 fn ddir_headline(d: &FioDdirStats) -> String {
-    let iops = if d.runtime > 0 {
-        1000 * d.total_ios / d.runtime
-    } else {
-        0
-    };
+    let iops = (1000 * d.total_ios).checked_div(d.runtime).unwrap_or(0);
     format!(
         "IOPS={}, BW={} ({})({}/{}msec)",
         num2str(iops, 4, false, ""),
@@ -807,16 +803,15 @@ pub fn write_logs(r: &Results, jobs: &[FioJob], dir: &Path) -> anyhow::Result<Ve
         let (Some(j), Some(d)) = (e.job, e.detail) else {
             continue;
         };
-        if !j.wants_logs() {
+        let Some(logs) = &d.logs else {
             continue;
-        }
+        };
         files.extend(job_logs(
-            &d.logged,
+            logs,
             &d.threads,
             j.log_prefix(&j.write_bw_log).as_deref(),
             j.log_prefix(&j.write_lat_log).as_deref(),
             j.log_prefix(&j.write_iops_log).as_deref(),
-            j.log_avg_msec,
         ));
     }
     let mut out = Vec::new();

@@ -151,7 +151,7 @@ fn push_stats(world: &World, job: &FioJob, name: &str, clones: u32, threads: &[u
     } else {
         job.iodepth.max(1)
     };
-    s.samples = JobSamples::new(job.wants_logs());
+    s.samples = JobSamples::new(job.wants_logs().then_some(job.log_avg_msec));
     s.running = clones;
     jobs.push(s);
     jobs.len() - 1

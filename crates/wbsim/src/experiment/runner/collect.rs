@@ -268,7 +268,7 @@ fn job_outputs(
                 FioBins::from_histogram(&j.write_lat),
             ],
             sync_bins: FioBins::from_histogram(&j.sync_lat),
-            logged: j.samples.per_io().to_vec(),
+            logs: j.samples.logs().cloned(),
         });
 
         let secs = runtime as f64 / 1e9;
@@ -389,7 +389,7 @@ fn set_bw_agg(outs: &mut [FioJobOutput]) {
                 continue;
             }
             let (bytes, run_ms) = agg[&(g, w)];
-            let agg_bps = if run_ms > 0 { bytes * 1000 / run_ms } else { 0 };
+            let agg_bps = (bytes * 1000).checked_div(run_ms).unwrap_or(0);
             d.bw_agg = if agg_bps > 1024 {
                 (d.bw_mean * 100.0 / (agg_bps as f64 / 1024.0)).min(100.0)
             } else {

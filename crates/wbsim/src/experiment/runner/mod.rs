@@ -140,7 +140,7 @@ pub fn run_one_with_progress(
     let mut steps = 0u64;
     let outcome = sim.run_while(duration, move || {
         steps += 1;
-        if steps % PROGRESS_EVERY == 0 {
+        if steps.is_multiple_of(PROGRESS_EVERY) {
             progress(sim2.now(), duration);
         }
         !(w2.end_requested.get() || (has_finite && w2.active.get() == 0))

@@ -15,13 +15,16 @@
 //! clone started, bw = bytes * 10^6 / clat_ns, iops = 1, lat values in ns);
 //! with `log_avg_msec=M` one line per direction per M ms window (time = the
 //! window's end, bw in KiB/s and iops over the window, lat the window's
-//! mean; bs 0), latency logs also for the last, partial window.
+//! mean; bs 0), latency logs also for the last, partial window. Only jobs
+//! with a log option keep anything for logs: every I/O with
+//! `log_avg_msec=0` (as fio writes a line per I/O), else sums per window.
 //!
 //! Simplified: the bandwidth and IOPS statistics always use 500 ms windows of
 //! the job (fio takes one sample per I/O when a per-I/O bw log is on, and
 //! per clone before summing a group); the `prio` column is 0 (I/O priorities
 //! are not modelled); `log_offset` columns are not written.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use sim::Time;
@@ -56,10 +59,8 @@ pub struct JobSamples {
     origin: Option<Time>,
     /// Bytes and I/Os completed per [`BW_AVG_TIME_NS`] window: reads, writes.
     windows: [Vec<(u64, u64)>; 2],
-    /// Whether to keep every I/O for the logs.
-    logging: bool,
-    /// Every completed I/O, when logging.
-    per_io: Vec<IoSample>,
+    /// What the logs need, for jobs that write logs.
+    logs: Option<LogData>,
     /// fio's `io_u_map`: submissions by in-flight depth.
     depth_level: [u64; 7],
     /// fio's `io_u_submit`: submit calls by I/Os submitted.
@@ -161,10 +162,11 @@ pub struct RateStats {
 }
 
 impl JobSamples {
-    /// Samples that keep every I/O for logs when `logging`.
-    pub fn new(logging: bool) -> JobSamples {
+    /// Samples of a job; `logs`: it writes fio logs, averaged over this
+    /// many ms (0: every I/O).
+    pub fn new(logs: Option<u64>) -> JobSamples {
         JobSamples {
-            logging,
+            logs: logs.map(LogData::new),
             ..JobSamples::default()
         }
     }
@@ -186,8 +188,8 @@ impl JobSamples {
         }
         w[idx].0 += len;
         w[idx].1 += 1;
-        if self.logging {
-            self.per_io.push(sample);
+        if let Some(l) = &mut self.logs {
+            l.add(sample);
         }
     }
 
@@ -266,9 +268,9 @@ impl JobSamples {
         }
     }
 
-    /// The I/Os kept for the logs.
-    pub fn per_io(&self) -> &[IoSample] {
-        &self.per_io
+    /// What the logs need (None: the job writes none).
+    pub fn logs(&self) -> Option<&LogData> {
+        self.logs.as_ref()
     }
 }
 
@@ -309,90 +311,151 @@ pub struct LogFile {
     pub text: String,
 }
 
-/// fio's log of `kind` for the I/Os of thread `thread` (`samples` in
-/// completion order), averaged over `avg_ms` windows when non-zero.
-pub fn render_log(samples: &[IoSample], kind: LogKind, avg_ms: u64) -> String {
-    let mut s = String::new();
-    let value = |x: &IoSample| -> Option<u64> {
-        match kind {
-            LogKind::Bw => Some(x.bs * 1_000_000 / x.clat_ns.max(1)),
-            LogKind::Iops => Some(1),
-            LogKind::Slat => x.slat_ns,
-            LogKind::Clat => Some(x.clat_ns),
-            LogKind::Lat => Some(x.slat_ns.unwrap_or(0) + x.clat_ns),
+/// One log window of one clone and direction: sums over its I/Os.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogWindow {
+    /// Bytes completed.
+    pub bytes: u64,
+    /// I/Os completed.
+    pub ios: u64,
+    /// Sums of clat and lat, ns.
+    pub clat_sum: u128,
+    pub lat_sum: u128,
+    /// Sum of slat, ns, and the I/Os that had one.
+    pub slat_sum: u128,
+    pub slat_n: u64,
+}
+
+/// What the logs of a job need: every I/O (`log_avg_msec=0`), or sums per
+/// clone, window and direction (`log_avg_msec=M`, so memory does not grow
+/// with the I/O count).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogData {
+    /// The window, ns (0: every I/O kept).
+    avg_ns: u64,
+    /// Every I/O, when `avg_ns` is 0.
+    per_io: Vec<IoSample>,
+    /// Sums by (thread, window index, write).
+    windows: BTreeMap<(u32, u64, bool), LogWindow>,
+    /// Latest completion per thread, ns since its start.
+    last: BTreeMap<u32, u64>,
+}
+
+impl LogData {
+    /// Logs with `avg_ms` windows (0: a line per I/O).
+    pub fn new(avg_ms: u64) -> LogData {
+        LogData {
+            avg_ns: avg_ms.saturating_mul(NS_PER_MS),
+            ..LogData::default()
         }
-    };
-    if avg_ms == 0 {
-        for x in samples {
-            if let Some(v) = value(x) {
-                let _ = writeln!(
-                    s,
-                    "{}, {v}, {}, {}, 0",
-                    x.t_ns / NS_PER_MS,
-                    u8::from(x.write),
-                    x.bs
-                );
+    }
+
+    /// Adds one completed I/O.
+    pub fn add(&mut self, x: IoSample) {
+        let last = self.last.entry(x.thread).or_insert(0);
+        *last = (*last).max(x.t_ns);
+        if self.avg_ns == 0 {
+            self.per_io.push(x);
+            return;
+        }
+        let w = self
+            .windows
+            .entry((x.thread, x.t_ns / self.avg_ns, x.write))
+            .or_default();
+        w.bytes += x.bs;
+        w.ios += 1;
+        w.clat_sum += u128::from(x.clat_ns);
+        w.lat_sum += u128::from(x.slat_ns.unwrap_or(0) + x.clat_ns);
+        if let Some(sl) = x.slat_ns {
+            w.slat_sum += u128::from(sl);
+            w.slat_n += 1;
+        }
+    }
+
+    /// fio's log of `kind` for thread `thread`.
+    pub fn render(&self, thread: u32, kind: LogKind) -> String {
+        let mut s = String::new();
+        if self.avg_ns == 0 {
+            for x in self.per_io.iter().filter(|x| x.thread == thread) {
+                let v = match kind {
+                    // fio: bytes * 10^6 / the I/O's clat in ns.
+                    LogKind::Bw => Some(x.bs * 1_000_000 / x.clat_ns.max(1)),
+                    LogKind::Iops => Some(1),
+                    LogKind::Slat => x.slat_ns,
+                    LogKind::Clat => Some(x.clat_ns),
+                    LogKind::Lat => Some(x.slat_ns.unwrap_or(0) + x.clat_ns),
+                };
+                if let Some(v) = v {
+                    let _ = writeln!(
+                        s,
+                        "{}, {v}, {}, {}, 0",
+                        x.t_ns / NS_PER_MS,
+                        u8::from(x.write),
+                        x.bs
+                    );
+                }
+            }
+            return s;
+        }
+        let Some(&last) = self.last.get(&thread) else {
+            return s;
+        };
+        let avg_ms = self.avg_ns / NS_PER_MS;
+        let latency = matches!(kind, LogKind::Slat | LogKind::Clat | LogKind::Lat);
+        for (&(_, idx, write), w) in self
+            .windows
+            .range((thread, 0, false)..=(thread, u64::MAX, true))
+        {
+            // Rate logs take full windows only; latency logs flush the last.
+            if !latency && (idx + 1) * self.avg_ns > last {
+                continue;
+            }
+            let mean = |sum: u128, n: u64| (n > 0).then(|| (sum / u128::from(n)) as u64);
+            let v = match kind {
+                LogKind::Bw => Some(w.bytes * 1000 / avg_ms / 1024),
+                LogKind::Iops => Some(w.ios * 1000 / avg_ms),
+                LogKind::Slat => mean(w.slat_sum, w.slat_n),
+                LogKind::Clat => mean(w.clat_sum, w.ios),
+                LogKind::Lat => mean(w.lat_sum, w.ios),
+            };
+            if let Some(v) = v.filter(|_| w.ios > 0) {
+                let _ = writeln!(s, "{}, {v}, {}, 0, 0", (idx + 1) * avg_ms, u8::from(write));
             }
         }
-        return s;
+        s
     }
-    let win = avg_ms * NS_PER_MS;
-    let Some(last) = samples.iter().map(|x| x.t_ns).max() else {
-        return s;
-    };
-    let nwin = (last / win + 1) as usize;
-    // Per window and direction: (bytes, ios, sum of values, values).
-    let mut acc = vec![[(0u64, 0u64, 0u128, 0u64); 2]; nwin];
+}
+
+/// fio's log of `kind` for `samples` of one thread (completion order),
+/// averaged over `avg_ms` windows when non-zero.
+pub fn render_log(samples: &[IoSample], kind: LogKind, avg_ms: u64) -> String {
+    let mut d = LogData::new(avg_ms);
+    let mut thread = 0;
     for x in samples {
-        let a = &mut acc[(x.t_ns / win) as usize][usize::from(x.write)];
-        a.0 += x.bs;
-        a.1 += 1;
-        if let Some(v) = value(x) {
-            a.2 += u128::from(v);
-            a.3 += 1;
-        }
+        thread = x.thread;
+        d.add(*x);
     }
-    let latency = matches!(kind, LogKind::Slat | LogKind::Clat | LogKind::Lat);
-    for (i, w) in acc.iter().enumerate() {
-        // Rate logs take full windows only; latency logs flush the last.
-        let complete = (i as u64 + 1) * win <= last || latency;
-        if !complete {
-            continue;
-        }
-        let t = (i as u64 + 1) * avg_ms;
-        for (dir, a) in w.iter().enumerate() {
-            let v = match kind {
-                LogKind::Bw if a.1 > 0 => a.0 * 1000 / avg_ms / 1024,
-                LogKind::Iops if a.1 > 0 => a.1 * 1000 / avg_ms,
-                _ if latency && a.3 > 0 => (a.2 / u128::from(a.3)) as u64,
-                _ => continue,
-            };
-            let _ = writeln!(s, "{t}, {v}, {dir}, 0, 0");
-        }
-    }
-    s
+    d.render(thread, kind)
 }
 
 /// The log files of one job: for each log option set (prefix given), one
-/// file per log kind and thread that did I/O. `threads` are the job's fio
-/// thread numbers (a file per thread, empty if it did nothing).
+/// file per log kind and thread. `threads` are the job's fio thread numbers
+/// (a file per thread, empty if it did nothing).
 pub fn job_logs(
-    samples: &[IoSample],
+    data: &LogData,
     threads: &[u32],
     bw: Option<&str>,
     lat: Option<&str>,
     iops: Option<&str>,
-    avg_ms: u64,
 ) -> Vec<LogFile> {
     let mut out = Vec::new();
     let mut add = |prefix: Option<&str>, kinds: &[LogKind]| {
         let Some(p) = prefix else { return };
         for &th in threads {
-            let mine: Vec<IoSample> = samples.iter().filter(|x| x.thread == th).copied().collect();
             for &k in kinds {
                 out.push(LogFile {
                     name: format!("{p}_{}.{th}.log", k.suffix()),
-                    text: render_log(&mine, k, avg_ms),
+                    text: data.render(th, k),
                 });
             }
         }
@@ -451,7 +514,7 @@ mod tests {
 
     #[test]
     fn rate_stats_over_full_windows() {
-        let mut j = JobSamples::new(false);
+        let mut j = JobSamples::new(None);
         j.start(0);
         let s = io(0, true, 1);
         // 1 MiB in window 0, 3 MiB in window 1, 1 MiB in the partial window 2.
@@ -469,7 +532,7 @@ mod tests {
 
     #[test]
     fn depth_maps_use_fios_buckets() {
-        let mut j = JobSamples::new(false);
+        let mut j = JobSamples::new(None);
         for d in [1, 1, 2, 3, 4, 64] {
             j.mark_depth(d);
         }

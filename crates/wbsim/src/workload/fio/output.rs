@@ -577,8 +577,8 @@ pub struct FioJobDetail {
     pub lat_bins: [FioBins; 2],
     /// fsync latencies in fio's buckets.
     pub sync_bins: FioBins,
-    /// Completed I/Os kept for the logs (jobs with a log option only).
-    pub logged: Vec<super::iolog::IoSample>,
+    /// What the job's fio logs need (jobs with a log option only).
+    pub logs: Option<super::iolog::LogData>,
 }
 
 /// One entry of fio's `disk_util` (`diskutil.c` `json_array_add_disk_util()`):
