@@ -3,7 +3,9 @@
 //! invariants (page conservation per mapping and machine-wide, no negative or
 //! leaked counters, violations the model noticed). Not kernel code.
 //!
-//! Metric names:
+//! Metric names (JOB is the fio job's name; clone N of a job with
+//! `numjobs` > 1 and no `group_reporting` is `JOB.N`, while its `jobs[]`
+//! entry keeps fio's `jobname`, as fio prints it):
 //! - `fio.JOB.write_bw` / `fio.JOB.read_bw` (MiB/s), `fio.JOB.write_iops`,
 //!   `fio.JOB.clat` (completion latency of the job's writes, or reads for a
 //!   read-only job, us), `fio.JOB.read_clat` / `fio.JOB.write_clat` for mixed
