@@ -15,9 +15,11 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 # Debian packages: a C toolchain for crates with build scripts; python3-venv for the
 # peers benchmark (SimPy); xfsprogs, btrfs-progs, e2fsprogs, util-linux (losetup,
-# mount) and psmisc for the live-kernel probe; chromium for the report's browser test.
+# mount) and psmisc for the live-kernel probe; chromium for the report's browser test;
+# fio and python3-six (its fio_jsonplus_clat2csv imports six) for the fio-output tests
+# and live comparisons.
 APT_PKGS="build-essential pkg-config ca-certificates curl git python3 python3-venv python3-pip \
-xfsprogs btrfs-progs e2fsprogs util-linux mount psmisc procps chromium"
+xfsprogs btrfs-progs e2fsprogs util-linux mount psmisc procps chromium fio python3-six"
 missing=""
 for p in $APT_PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

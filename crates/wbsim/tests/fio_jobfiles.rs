@@ -28,19 +28,19 @@ fn out_dir(tag: &str) -> PathBuf {
 
 /// The job files that must run, with the job names their results hold.
 const RUNNABLE: &[(&str, &[&str])] = &[
-    ("seq-read.fio", &["seq-read.0"]),
-    ("seq-write-aio.fio", &["aio-write.0"]),
-    ("rand-rw-uring.fio", &["rand-rw.0", "rand-rw.1"]),
+    ("seq-read.fio", &["seq-read"]),
+    ("seq-write-aio.fio", &["aio-write"]),
+    ("rand-rw-uring.fio", &["rand-rw", "rand-rw"]),
     (
         "ssd-groups.fio",
-        &["seq-read.0", "rand-read.0", "seq-write.0", "rand-write.0"],
+        &["seq-read", "rand-read", "seq-write", "rand-write"],
     ),
-    ("bssplit.fio", &["mixed-sizes.0"]),
-    ("zipf.fio", &["zipf-read.0"]),
-    ("zoned.fio", &["zoned-write.0"]),
-    ("rate.fio", &["paced-write.0", "reader.0"]),
-    ("verify.fio", &["write-and-verify.0"]),
-    ("include-env.fio", &["sized-by-env.0"]),
+    ("bssplit.fio", &["mixed-sizes"]),
+    ("zipf.fio", &["zipf-read"]),
+    ("zoned.fio", &["zoned-write"]),
+    ("rate.fio", &["paced-write", "reader"]),
+    ("verify.fio", &["write-and-verify"]),
+    ("include-env.fio", &["sized-by-env"]),
 ];
 
 #[test]
@@ -57,6 +57,9 @@ fn example_style_job_files_run_with_one_command() {
                 "3s",
                 "--out",
                 out.to_str().unwrap_or_default(),
+                // verify.fio writes a bandwidth log.
+                "--log-dir",
+                dir.to_str().unwrap_or_default(),
             ],
             &[("WBSIM_FIO_SIZE", "8m")],
         );
@@ -96,6 +99,8 @@ fn not_modelled_options_are_reported_once_on_stderr_and_in_results() {
             "server16",
             "--out",
             out.to_str().unwrap_or_default(),
+            "--log-dir",
+            dir.to_str().unwrap_or_default(),
         ],
         &[],
     );
@@ -120,6 +125,9 @@ fn not_modelled_options_are_reported_once_on_stderr_and_in_results() {
         "{opts:?}"
     );
     assert_eq!(r["model"]["machine"]["cpus"], 16);
+    // write_bw_log=verify: fio's log file, in --log-dir (its lines are
+    // checked in tests/fio_output.rs).
+    assert!(dir.join("verify_bw.1.log").exists());
     assert_eq!(r["model"]["filesystems"][0]["type"], "ext4");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -143,14 +151,10 @@ fn a_job_cut_off_by_the_run_is_flagged() {
         &[],
     );
     assert!(o.status.success(), "{}", text(&o));
-    assert!(
-        text(&o).contains("NOT FINISHED: job 'big.0'"),
-        "{}",
-        text(&o)
-    );
+    assert!(text(&o).contains("NOT FINISHED: job 'big'"), "{}", text(&o));
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_eq!(r["unfinished_jobs"], serde_json::json!(["big.0"]));
+    assert_eq!(r["unfinished_jobs"], serde_json::json!(["big"]));
     // Counts are integers on the terminal.
     assert!(
         !text(&o).contains("(n=") || !text(&o).contains(".000)"),

@@ -60,7 +60,7 @@ fn buffered_writer_is_throttled_to_the_device_and_results_are_deterministic() {
     );
     // A writer far faster than a 200 MB/s device ends up at the device's speed
     // once it reaches the dirty limit (2 GiB machine: ~200 MiB dirty limit).
-    let bw = a.stat("fio.w.0.write_bw", "value").expect("write_bw");
+    let bw = a.stat("fio.w.write_bw", "value").expect("write_bw");
     let dev = 200e6 / 1048576.0;
     assert!(
         bw > 0.8 * dev && bw < 2.0 * dev,
@@ -76,7 +76,7 @@ fn buffered_writer_is_throttled_to_the_device_and_results_are_deterministic() {
     assert!(sync > 10.0, "sync took {sync} ms");
     // fio JSON shape.
     let j = &a.jobs[0];
-    assert_eq!(j["jobname"], "w.0");
+    assert_eq!(j["jobname"], "w");
     assert!(j["write"]["bw_bytes"].as_u64().unwrap_or(0) > 0);
     assert!(
         j["write"]["clat_ns"]["percentile"]["99.000000"]

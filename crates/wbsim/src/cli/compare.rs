@@ -12,14 +12,21 @@
 //! known units of one dimension (ms vs us); otherwise the row is flagged
 //! "units differ". The last lines count the rows whose means are within
 //! 1.5x ([`MEAN_WITHIN`]) and whose p99s are within 2x ([`P99_WITHIN`]).
-//! Metrics in only one file are listed after the table. Not kernel code.
+//! Metrics in only one file are listed after the table; two files that
+//! share no metric get a warning.
+//!
+//! Either file may be fio's own JSON (`fio --output-format=json` or `json+`,
+//! from a live run): its jobs become the metrics wbsim's results name the
+//! same way ([`Side::from_fio_json`]), so a live fio run and a model run of
+//! the same job file compare directly. Not kernel code.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 
-use crate::experiment::metrics::{unit_factor, MetricSummary};
-use crate::experiment::results::{Results, Spread};
+use crate::experiment::metrics::{unit_factor, HistSummary, MetricSummary, Num, ScalarSummary};
+use crate::experiment::results::{Live, Results, Spread};
 
 /// Means within this factor count as agreeing (the project's target).
 pub const MEAN_WITHIN: f64 = 1.5;
@@ -30,7 +37,7 @@ pub const P99_WITHIN: f64 = 2.0;
 pub struct Args {
     /// First results file (A; e.g. the model's).
     pub a: PathBuf,
-    /// Second results file (B; e.g. `wbsim probe`'s).
+    /// Second results file (B; e.g. `wbsim probe`'s, or fio's JSON).
     pub b: PathBuf,
     /// Flag rows whose ratio B/A is above this or below its inverse.
     #[arg(long, default_value_t = 2.0, value_parser = parse_threshold)]
@@ -59,6 +66,8 @@ pub struct Row {
     pub b: f64,
     /// A's and B's p50 and p99 (histograms in both), B in A's unit.
     pub pcts: Option<[f64; 4]>,
+    /// A's and B's sample counts (histograms in both).
+    pub n: Option<[u64; 2]>,
     /// B / A (NaN if undefined).
     pub ratio: f64,
     /// The live side's run-to-run spread of the mean (min, max), in A's
@@ -130,10 +139,181 @@ impl Comparison {
     }
 }
 
+/// One side of a comparison: metrics by name, and the live run's spread.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Side {
+    /// Metric summaries by name.
+    pub metrics: BTreeMap<String, MetricSummary>,
+    /// The live machine, for `wbsim probe` results.
+    pub live: Option<Live>,
+    /// What the file is, for the table's heading.
+    pub what: String,
+}
+
+/// MiB, for fio's bytes/s.
+const MIB: f64 = 1_048_576.0;
+
+impl Side {
+    /// A wbsim results document.
+    pub fn of(r: &Results) -> Side {
+        let live = r
+            .live
+            .as_ref()
+            .map(|l| format!(", live kernel {}", l.kernel_release))
+            .unwrap_or_default();
+        Side {
+            metrics: r.metrics.clone(),
+            live: r.live.clone(),
+            what: format!(
+                "scenario {}, variant {}, seed {}{live}",
+                r.scenario, r.variant, r.seed
+            ),
+        }
+    }
+
+    /// fio's JSON output (`fio --output-format=json`), as the metrics wbsim
+    /// gives a fio job: per job `fio.JOB.write_bw` / `read_bw` (MiB/s),
+    /// `write_iops` / `read_iops`, `fio.JOB.clat` (the writes' completion
+    /// latency, or the reads' for a read-only job, us), `fio.JOB.lat`,
+    /// `fio.JOB.slat` (when fio has submission latencies),
+    /// `fio.JOB.read_clat` / `write_clat` for jobs that did both, and
+    /// `fio.JOB.sync_lat`. Clones fio reports under one name are
+    /// `JOB.0`, `JOB.1`... as wbsim names them. A histogram's percentiles
+    /// are fio's (p50, p90, p95, p99, p99.9); missing ones are not a number.
+    pub fn from_fio_json(v: &serde_json::Value, origin: &str) -> Result<Side, String> {
+        let jobs = v
+            .get("jobs")
+            .and_then(|j| j.as_array())
+            .ok_or_else(|| format!("{origin}: fio JSON without a \"jobs\" array"))?;
+        let names: Vec<String> = jobs
+            .iter()
+            .map(|j| {
+                j.get("jobname")
+                    .and_then(|n| n.as_str())
+                    .unwrap_or("job")
+                    .to_string()
+            })
+            .collect();
+        let mut metrics = BTreeMap::new();
+        let mut seen: BTreeMap<&str, u32> = BTreeMap::new();
+        for (j, name) in jobs.iter().zip(&names) {
+            let dup = names.iter().filter(|n| *n == name).count() > 1;
+            let k = seen.entry(name.as_str()).or_insert(0);
+            let p = if dup {
+                format!("fio.{name}.{k}")
+            } else {
+                format!("fio.{name}")
+            };
+            *k += 1;
+            let ios = |d: &str| {
+                j.get(d)
+                    .and_then(|x| x.get("total_ios"))
+                    .and_then(|x| x.as_u64())
+                    .unwrap_or(0)
+            };
+            let (r_ios, w_ios) = (ios("read"), ios("write"));
+            for (d, n) in [("read", r_ios), ("write", w_ios)] {
+                if n == 0 {
+                    continue;
+                }
+                let dd = &j[d];
+                let f = |key: &str| dd.get(key).and_then(|x| x.as_f64()).unwrap_or(f64::NAN);
+                metrics.insert(format!("{p}.{d}_bw"), scalar("MiB/s", f("bw_bytes") / MIB));
+                metrics.insert(format!("{p}.{d}_iops"), scalar("IO/s", f("iops")));
+            }
+            let main = if w_ios > 0 { "write" } else { "read" };
+            if r_ios + w_ios > 0 {
+                for (lat, m) in [("clat_ns", "clat"), ("lat_ns", "lat"), ("slat_ns", "slat")] {
+                    if let Some(h) = fio_hist(&j[main][lat]) {
+                        metrics.insert(format!("{p}.{m}"), MetricSummary::Hist(h));
+                    }
+                }
+            }
+            if r_ios > 0 && w_ios > 0 {
+                for d in ["read", "write"] {
+                    if let Some(h) = fio_hist(&j[d]["clat_ns"]) {
+                        metrics.insert(format!("{p}.{d}_clat"), MetricSummary::Hist(h));
+                    }
+                }
+            }
+            if let Some(h) = fio_hist(&j["sync"]["lat_ns"]) {
+                metrics.insert(format!("{p}.sync_lat"), MetricSummary::Hist(h));
+            }
+        }
+        let version = v
+            .get("fio version")
+            .and_then(|x| x.as_str())
+            .unwrap_or("fio");
+        Ok(Side {
+            metrics,
+            live: None,
+            what: format!("fio JSON from {version}, {} job(s)", jobs.len()),
+        })
+    }
+
+    /// Reads a wbsim results file or fio's JSON output (told apart by fio's
+    /// `"fio version"` key).
+    pub fn load(path: &std::path::Path) -> anyhow::Result<Side> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+            if v.get("fio version").is_some() {
+                return Side::from_fio_json(&v, &origin).map_err(|e| anyhow::anyhow!(e));
+            }
+        }
+        let r = Results::from_json(&text, &origin)?;
+        Ok(Side::of(&r))
+    }
+}
+
+/// A scalar summary.
+fn scalar(unit: &str, v: f64) -> MetricSummary {
+    MetricSummary::Scalar(ScalarSummary {
+        unit: unit.to_string(),
+        value: Num::Float(v),
+    })
+}
+
+/// A fio latency object (ns) as a histogram summary in us; None without
+/// samples.
+fn fio_hist(l: &serde_json::Value) -> Option<HistSummary> {
+    let n = l.get("N").and_then(|x| x.as_u64()).unwrap_or(0);
+    if n == 0 {
+        return None;
+    }
+    let us = |key: &str| l.get(key).and_then(|x| x.as_f64()).unwrap_or(f64::NAN) / 1000.0;
+    let pct = |p: f64| {
+        l.get("percentile")
+            .and_then(|m| m.get(format!("{p:.6}")))
+            .and_then(|x| x.as_f64())
+            .map_or(f64::NAN, |v| v / 1000.0)
+    };
+    // fio's stddev is the sample one; the summaries hold the population one.
+    let nf = n as f64;
+    let sd = if n > 1 {
+        us("stddev") * ((nf - 1.0) / nf).sqrt()
+    } else {
+        0.0
+    };
+    Some(HistSummary {
+        unit: "us".to_string(),
+        count: n,
+        mean: us("mean"),
+        stddev: sd,
+        min: us("min"),
+        p50: pct(50.0),
+        p90: pct(90.0),
+        p95: pct(95.0),
+        p99: pct(99.0),
+        p999: pct(99.9),
+        max: us("max"),
+    })
+}
+
 /// The live spread of `name`: from B (converted by `f` into A's unit) if
 /// B has one, else from A; and whether it is B's.
-fn live_spread<'a>(a: &'a Results, b: &'a Results, name: &str) -> Option<(&'a Spread, bool)> {
-    let of = |r: &'a Results| r.live.as_ref().and_then(|l| l.spread.get(name));
+fn live_spread<'a>(a: &'a Side, b: &'a Side, name: &str) -> Option<(&'a Spread, bool)> {
+    let of = |r: &'a Side| r.live.as_ref().and_then(|l| l.spread.get(name));
     of(b)
         .map(|s| (s, true))
         .or_else(|| of(a).map(|s| (s, false)))
@@ -147,6 +327,11 @@ fn main_value(m: &MetricSummary) -> f64 {
 
 /// Compares `a` and `b`, flagging ratios beyond `threshold`.
 pub fn compare(a: &Results, b: &Results, threshold: f64) -> Comparison {
+    compare_sides(&Side::of(a), &Side::of(b), threshold)
+}
+
+/// [`compare`] for any two sides (wbsim results or fio JSON).
+pub fn compare_sides(a: &Side, b: &Side, threshold: f64) -> Comparison {
     let mut rows = Vec::new();
     let mut only_a = Vec::new();
     for (name, ma) in &a.metrics {
@@ -162,6 +347,10 @@ pub fn compare(a: &Results, b: &Results, threshold: f64) -> Comparison {
             (MetricSummary::Hist(x), MetricSummary::Hist(y)) => {
                 Some([x.p50, y.p50 * f, x.p99, y.p99 * f])
             }
+            _ => None,
+        };
+        let n = match (ma, mb) {
+            (MetricSummary::Hist(x), MetricSummary::Hist(y)) => Some([x.count, y.count]),
             _ => None,
         };
         let ratio = if va == 0.0 && vb == 0.0 { 1.0 } else { vb / va };
@@ -197,6 +386,7 @@ pub fn compare(a: &Results, b: &Results, threshold: f64) -> Comparison {
             a: va,
             b: vb,
             pcts,
+            n,
             ratio,
             spread,
             p99_spread,
@@ -217,6 +407,18 @@ pub fn compare(a: &Results, b: &Results, threshold: f64) -> Comparison {
     }
 }
 
+/// Units whose values are counts (printed as integers).
+const COUNT_UNITS: [&str; 3] = ["count", "events", "pages"];
+
+/// A value in `unit`: integers for counts, else [`num`].
+fn num_in(v: f64, unit: &str) -> String {
+    if COUNT_UNITS.contains(&unit) && v.is_finite() && v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        num(v)
+    }
+}
+
 fn num(v: f64) -> String {
     if v.is_nan() {
         "-".into()
@@ -230,7 +432,20 @@ fn num(v: f64) -> String {
 /// The comparison as text.
 pub fn render(c: &Comparison, a_label: &str, b_label: &str) -> String {
     let mut s = String::new();
-    s.push_str(&format!("A: {a_label}\nB: {b_label}\n\n"));
+    s.push_str(&format!("A: {a_label}\nB: {b_label}\n"));
+    s.push_str(
+        "columns: A, B = the mean of a histogram metric, the value of a scalar (B in A's \
+         unit); n = samples in a histogram; p50, p99 = its percentiles; B/A = ratio of the \
+         means (values)\n\n",
+    );
+    if c.rows.is_empty() {
+        s.push_str(&format!(
+            "warning: A and B share no metric ({} only in A, {} only in B): nothing to compare; \
+             are they runs of the same job file (same job names)?\n",
+            c.only_a.len(),
+            c.only_b.len()
+        ));
+    }
     let w = c
         .rows
         .iter()
@@ -239,11 +454,13 @@ pub fn render(c: &Comparison, a_label: &str, b_label: &str) -> String {
         .unwrap_or(6)
         .max(6);
     s.push_str(&format!(
-        "   {:<w$}  {:>8}  {:>12}  {:>12}  {:>8}  {:>21}  {:>12}  {:>12}  {:>12}  {:>12}  {:>8}  {:>21}\n",
+        "   {:<w$}  {:>8}  {:>12}  {:>12}  {:>8}  {:>8}  {:>8}  {:>21}  {:>12}  {:>12}  {:>12}  {:>12}  {:>8}  {:>21}\n",
         "metric",
         "unit",
-        "A",
-        "B",
+        "A mean|val",
+        "B mean|val",
+        "A n",
+        "B n",
         "B/A",
         "live spread",
         "A p50",
@@ -272,11 +489,13 @@ pub fn render(c: &Comparison, a_label: &str, b_label: &str) -> String {
             |p| p.map(num),
         );
         s.push_str(&format!(
-            "{mark} {:<w$}  {:>8}  {:>12}  {:>12}  {:>8}  {:>21}  {:>12}  {:>12}  {:>12}  {:>12}  {:>8}  {:>21}",
+            "{mark} {:<w$}  {:>8}  {:>12}  {:>12}  {:>8}  {:>8}  {:>8}  {:>21}  {:>12}  {:>12}  {:>12}  {:>12}  {:>8}  {:>21}",
             r.name,
             r.unit,
-            num(r.a),
-            num(r.b),
+            num_in(r.a, &r.unit),
+            num_in(r.b, &r.unit),
+            r.n.map_or(String::new(), |n| n[0].to_string()),
+            r.n.map_or(String::new(), |n| n[1].to_string()),
             ratio(r.ratio),
             range(r.spread),
             p50a,
@@ -318,26 +537,22 @@ pub fn render(c: &Comparison, a_label: &str, b_label: &str) -> String {
     s
 }
 
-fn label(path: &std::path::Path, r: &Results) -> String {
-    let live = r
-        .live
-        .as_ref()
-        .map(|l| format!(", live kernel {}", l.kernel_release))
-        .unwrap_or_default();
-    format!(
-        "{} (scenario {}, variant {}, seed {}{live})",
-        path.display(),
-        r.scenario,
-        r.variant,
-        r.seed
-    )
+fn label(path: &std::path::Path, s: &Side) -> String {
+    format!("{} ({})", path.display(), s.what)
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     // The error names the file; formatted here so its cause is not repeated.
-    let a = Results::load(&args.a).map_err(|e| anyhow::anyhow!("reading A: {e}"))?;
-    let b = Results::load(&args.b).map_err(|e| anyhow::anyhow!("reading B: {e}"))?;
-    let c = compare(&a, &b, args.threshold);
+    let a = Side::load(&args.a).map_err(|e| anyhow::anyhow!("reading A: {e}"))?;
+    let b = Side::load(&args.b).map_err(|e| anyhow::anyhow!("reading B: {e}"))?;
+    let c = compare_sides(&a, &b, args.threshold);
+    if c.rows.is_empty() {
+        eprintln!(
+            "wbsim compare: warning: {} and {} share no metric",
+            args.a.display(),
+            args.b.display()
+        );
+    }
     print!("{}", render(&c, &label(&args.a, &a), &label(&args.b, &b)));
     Ok(0)
 }

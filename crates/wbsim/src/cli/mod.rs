@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod compare;
+pub mod fio_output;
 pub mod fio_run;
 pub mod live_tables;
 pub mod probe;

@@ -2,6 +2,11 @@
 //! print a readable summary per run, and write one results JSON per run.
 //! `wbsim run JOB.fio [--machine M] [--fs F] [--device D]`: run a fio job file
 //! on a built-in machine ([`super::fio_run`]), the same way.
+//! `--output-format=normal|json|json+` prints fio's own output of each run
+//! instead of the summary ([`super::fio_output`]); jobs with
+//! `write_bw_log`/`write_lat_log`/`write_iops_log` get fio's log files.
+//! Runs longer than a few seconds of wall time show a progress bar of the
+//! simulated time on stderr (terminals only).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,9 +15,10 @@ use clap::Args as ClapArgs;
 
 use crate::experiment::report::input::run_stem;
 use crate::experiment::results::Results;
-use crate::experiment::runner::{plan, run_one, RunOptions};
+use crate::experiment::runner::{plan, run_one_with_progress, RunOptions};
 use crate::experiment::scenario;
 
+use super::fio_output;
 use super::fio_run;
 
 #[derive(ClapArgs, Debug)]
@@ -67,6 +73,76 @@ pub struct Args {
     /// e.g. `inode_switch_wbs,writeback_start`).
     #[arg(long, value_name = "NAMES", value_delimiter = ',', requires = "trace")]
     pub trace_events: Vec<String>,
+    /// Print fio's own output of each run instead of wbsim's summary:
+    /// normal, json, json+, or a comma list (fio's `--output-format`).
+    #[arg(long, value_name = "FORMAT", value_parser = fio_output::parse_output_formats)]
+    pub output_format: Option<fio_output::OutputFormats>,
+    /// Write the `--output-format` output to this file instead of stdout
+    /// (fio's `--output`).
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Where fio log files (`write_bw_log`...) go (default: the current
+    /// directory, as fio).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub log_dir: PathBuf,
+}
+
+/// A progress bar of one run's simulated time on stderr, shown only on a
+/// terminal and only once the run has taken [`BAR_AFTER`] of wall time.
+struct SimBar {
+    /// Wall time the run started.
+    started: std::time::Instant,
+    /// The bar, once shown.
+    bar: Option<indicatif::ProgressBar>,
+    /// Whether stderr is a terminal.
+    tty: bool,
+    /// What runs.
+    label: String,
+}
+
+/// Wall time after which a run shows its progress bar.
+const BAR_AFTER: std::time::Duration = std::time::Duration::from_secs(3);
+
+impl SimBar {
+    fn new(label: String) -> SimBar {
+        use std::io::IsTerminal;
+        SimBar {
+            started: std::time::Instant::now(),
+            bar: None,
+            tty: std::io::stderr().is_terminal(),
+            label,
+        }
+    }
+
+    /// Simulated time `now_ns` of at most `limit_ns`.
+    fn update(&mut self, now_ns: u64, limit_ns: u64) {
+        if !self.tty {
+            return;
+        }
+        if self.bar.is_none() {
+            if self.started.elapsed() < BAR_AFTER {
+                return;
+            }
+            let b = indicatif::ProgressBar::new(limit_ns / 1_000_000);
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {msg} simulated {pos}/{len} ms",
+            ) {
+                b.set_style(style.progress_chars("=> "));
+            }
+            b.set_message(self.label.clone());
+            self.bar = Some(b);
+        }
+        if let Some(b) = &self.bar {
+            b.set_position(now_ns / 1_000_000);
+        }
+    }
+
+    /// Removes the bar.
+    fn finish(self) {
+        if let Some(b) = self.bar {
+            b.finish_and_clear();
+        }
+    }
 }
 
 /// The file name of one run's results (the same as `wbsim reproduce` writes).
@@ -186,20 +262,38 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         Some(d)
     };
     let mut failed = 0;
+    let mut fio_text = String::new();
     for (v, seed) in &runs {
-        match run_one(&sc, v, *seed, &opts) {
+        let mut bar = SimBar::new(format!("{} [{}] seed {seed}", sc.name, v.name));
+        let res = run_one_with_progress(&sc, v, *seed, &opts, &mut |now, limit| {
+            bar.update(now, limit)
+        });
+        bar.finish();
+        match res {
             Ok(mut r) => {
                 r.host.date = crate::cli::today();
                 let jobs = scenario_fio_jobs(&sc, &v.name);
                 r.not_modelled = jobs.1;
                 r.unfinished_jobs = unfinished_jobs(&r, &jobs.0);
+                for p in fio_output::write_logs(&r, &jobs.0, &a.log_dir)? {
+                    eprintln!("wbsim run: fio log {}", p.display());
+                }
                 let path = match (&dir, &a.out) {
                     (Some(d), _) => d.join(results_file_name(&r)),
                     (None, Some(f)) => f.clone(),
                     (None, None) => PathBuf::from(results_file_name(&r)),
                 };
                 r.save(&path)?;
-                if let Err(e) = print_summary(&mut std::io::stdout().lock(), &r, &path) {
+                if let Some(formats) = &a.output_format {
+                    fio_text.push_str(&fio_output::render(&r, &jobs.0, &formats.0));
+                    eprintln!("wbsim run: results -> {}", path.display());
+                } else if let Err(e) = print_summary(&mut std::io::stdout().lock(), &r, &path)
+                    .and_then(|_| {
+                        std::io::stdout()
+                            .lock()
+                            .write_all(fio_output::job_summary(&r, &jobs.0).as_bytes())
+                    })
+                {
                     // `wbsim run ... | head`: stop printing, keep running.
                     if e.kind() != std::io::ErrorKind::BrokenPipe {
                         return Err(e.into());
@@ -221,6 +315,22 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 failed += 1;
             }
         }
+    }
+    if a.output_format.is_some() {
+        match &a.output {
+            Some(p) => std::fs::write(p, &fio_text)
+                .map_err(|e| anyhow::anyhow!("--output {}: {e}", p.display()))?,
+            None => {
+                let mut out = std::io::stdout().lock();
+                if let Err(e) = out.write_all(fio_text.as_bytes()) {
+                    if e.kind() != std::io::ErrorKind::BrokenPipe {
+                        return Err(e.into());
+                    }
+                }
+            }
+        }
+    } else if a.output.is_some() {
+        anyhow::bail!("--output is where --output-format's output goes; give --output-format too");
     }
     Ok(if failed > 0 { 1 } else { 0 })
 }
@@ -254,7 +364,8 @@ fn scenario_fio_jobs(
 }
 
 /// Jobs that did not do their `size` x `loops` and were not stopped by their
-/// own `runtime=`: the run's end cut them off. Names as in `r.jobs`.
+/// own `runtime=`: the run's end cut them off. Names as in `r.jobs` (fio's
+/// job names), once each.
 pub fn unfinished_jobs(r: &Results, jobs: &[crate::workload::fio::FioJob]) -> Vec<String> {
     let mut out = Vec::new();
     for j in &r.jobs {
@@ -293,7 +404,8 @@ pub fn unfinished_jobs(r: &Results, jobs: &[crate::workload::fio::FioJob]) -> Ve
             .runtime_ns
             .is_some_and(|rt| runtime_ms.saturating_mul(1_000_000) + 1_000_000 >= rt);
         let failed = j.get("error").and_then(|e| e.as_u64()).unwrap_or(0) != 0;
-        if done < want && !hit_runtime && !failed {
+        // Clones fio reports under one name are listed once.
+        if done < want && !hit_runtime && !failed && !out.iter().any(|o| o == name) {
             out.push(name.to_string());
         }
     }

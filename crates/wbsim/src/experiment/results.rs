@@ -250,6 +250,13 @@ pub struct Results {
     /// detail limit (omitted otherwise: every job as its file asks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_reporting: Option<JobReporting>,
+    /// Per job (in `jobs` order), what fio's output formats and log files
+    /// need beyond the results: latency bins and logged I/Os. Not saved.
+    #[serde(skip)]
+    pub fio_detail: Vec<crate::workload::fio::output::FioJobDetail>,
+    /// fio's `disk_util` of the run's devices. Not saved.
+    #[serde(skip)]
+    pub fio_disks: Vec<crate::workload::fio::output::FioDiskUtil>,
 }
 
 /// One `[t_ns, value]` point (value `null` if not finite).
@@ -344,6 +351,8 @@ impl Results {
             not_modelled: Vec::new(),
             unfinished_jobs: Vec::new(),
             job_reporting: None,
+            fio_detail: Vec::new(),
+            fio_disks: Vec::new(),
         }
     }
 
@@ -376,6 +385,8 @@ impl Results {
             not_modelled: Vec::new(),
             unfinished_jobs: Vec::new(),
             job_reporting: None,
+            fio_detail: Vec::new(),
+            fio_disks: Vec::new(),
         }
     }
 

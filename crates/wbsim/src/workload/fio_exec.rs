@@ -55,6 +55,7 @@ use std::rc::Rc;
 use rand::Rng;
 use sim::{SimRng, Time};
 
+use super::fio::iolog::{IoSample, JobSamples};
 use super::fio::{Fallocate, FioJob, IoEngine, RwMode};
 use super::world::{JobStats, World};
 use crate::model::errno::IoError;
@@ -119,19 +120,30 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
     // it. So each job waits for the jobs before the last stonewall at or
     // before it.
     let mut barrier = 0;
+    // fio numbers its threads 1.. over every clone of the file, in order.
+    let mut thread_base = 1u32;
     for (ji, job) in set.jobs.iter().enumerate() {
         if job.stonewall {
             barrier = ji;
         }
         let wait_for = barrier;
         // group_reporting (or the run's aggregation) folds every clone into
-        // one entry.
+        // one entry. fio names every clone's entry by the job's name; clones
+        // of a job without group_reporting are told apart as NAME.N in
+        // metric names.
+        let threads: Vec<u32> = (0..job.numjobs).map(|n| thread_base + n).collect();
+        thread_base += job.numjobs;
         let stats_ids: Vec<usize> = if job.group_reporting || set.aggregate {
-            let id = push_stats(world, &job.name, job.groupid, job.numjobs);
+            let id = push_stats(world, job, &job.name, job.numjobs, &threads);
             vec![id; job.numjobs as usize]
+        } else if job.numjobs == 1 {
+            vec![push_stats(world, job, &job.name, 1, &threads)]
         } else {
             (0..job.numjobs)
-                .map(|n| push_stats(world, &format!("{}.{n}", job.name), job.groupid, 1))
+                .map(|n| {
+                    let th = &threads[n as usize..=n as usize];
+                    push_stats(world, job, &format!("{}.{n}", job.name), 1, th)
+                })
                 .collect()
         };
         // One copy of the job shared by its clones.
@@ -143,6 +155,7 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
             let running = running.clone();
             let done_wq = done_wq.clone();
             let stats_id = stats_ids[inst.jobnum as usize];
+            let thread = threads[inst.jobnum as usize];
             let start = set.start_ns;
             world.task_started();
             let name = format!("fio:{}", inst.label);
@@ -155,7 +168,7 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
                         .wait_event(&sim, move || r.borrow()[..wait_for].iter().all(|&n| n == 0))
                         .await;
                 }
-                run_clone(&w, &job, inst.jobnum, &paths, stats_id).await;
+                run_clone(&w, &job, inst.jobnum, thread, &paths, stats_id).await;
                 running.borrow_mut()[ji] -= 1;
                 done_wq.wake_up_all();
                 w.task_finished();
@@ -164,9 +177,19 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
     }
 }
 
-fn push_stats(world: &World, name: &str, groupid: u32, clones: u32) -> usize {
+/// Registers the statistics entry `name` of `job` for `clones` clones with
+/// fio thread numbers `threads`.
+fn push_stats(world: &World, job: &FioJob, name: &str, clones: u32, threads: &[u32]) -> usize {
     let mut jobs = world.jobs.borrow_mut();
-    let mut s = JobStats::new(name, groupid, clones);
+    let mut s = JobStats::new(name, job.groupid, clones);
+    s.jobname = job.name.clone();
+    s.threads = threads.to_vec();
+    s.iodepth = if job.ioengine.is_sync() {
+        1
+    } else {
+        job.iodepth.max(1)
+    };
+    s.samples = JobSamples::new(job.wants_logs().then_some(job.log_avg_msec));
     s.running = clones;
     jobs.push(s);
     jobs.len() - 1
@@ -200,6 +223,10 @@ struct CloneState {
     /// When statistics start (after ramp_time), ns.
     measure_from: Time,
     started: Time,
+    /// fio's thread number of the clone.
+    thread: u32,
+    /// I/Os in flight over the clone's lanes (fio's `cur_depth`).
+    in_flight: u64,
     /// The errno that stopped the clone (fio's `error`), if any.
     error: Option<&'static str>,
 }
@@ -345,6 +372,7 @@ async fn run_clone(
     w: &Rc<World>,
     job: &Rc<FioJob>,
     jobnum: u32,
+    thread: u32,
     paths: &[String],
     stats_id: usize,
 ) {
@@ -404,6 +432,8 @@ async fn run_clone(
         rng: sim.rng(&format!("fio.{}.{jobnum}", job.name)),
         measure_from: now + job.ramp_time_ns,
         started: now,
+        thread,
+        in_flight: 0,
         error: None,
     }));
     {
@@ -411,6 +441,7 @@ async fn run_clone(
         let s = &mut jobs[stats_id];
         let from = now + job.ramp_time_ns;
         s.start_ns = Some(s.start_ns.map_or(from, |t| t.min(from)));
+        s.samples.start(from);
         s.events_first.get_or_insert_with(|| w.m.events());
     }
     if job.ioengine == IoEngine::IoUring {
@@ -428,7 +459,16 @@ async fn run_clone(
         let w2 = w.clone();
         let job2 = job.clone();
         let st2 = st.clone();
-        let fut = async move { run_lane(&w2, &job2, &st2, stats_id).await };
+        let spawned = lane + 1 != lanes;
+        let fut = async move {
+            let t0 = w2.m.now();
+            run_lane(&w2, &job2, &st2, stats_id).await;
+            // The lane's own CPU time (the clone's task counts its own at
+            // the end).
+            if spawned {
+                add_task_cpu(&w2, stats_id, t0);
+            }
+        };
         if lane + 1 == lanes {
             fut.await;
         } else {
@@ -461,7 +501,18 @@ async fn finish_clone(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>,
         }
     }
     let error = st.borrow().error;
+    let started = st.borrow().started;
+    add_task_cpu(w, stats_id, started);
     finish_stats(w, stats_id, error, io_done);
+}
+
+/// Adds the current task's CPU time, and its time since `since`, to the
+/// job's (fio's `sys_cpu`: the model's CPU work is all kernel work).
+fn add_task_cpu(w: &World, stats_id: usize, since: Time) {
+    let m = &w.m;
+    let ns = m.sched().task_stats(m.sim().current_task()).run_ns;
+    let span = m.now().saturating_sub(since);
+    w.jobs.borrow_mut()[stats_id].samples.add_task_cpu(ns, span);
 }
 
 fn finish_stats(w: &World, stats_id: usize, error: Option<&str>, now: Time) {
@@ -510,6 +561,11 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, sta
             return;
         }
         let f = st.borrow().files[io.file].clone();
+        let depth = {
+            let mut s = st.borrow_mut();
+            s.in_flight += 1;
+            s.in_flight
+        };
         let t0 = sim.now();
         let res = if io.write {
             vfs_write(m, &mut task, &f, io.pos, io.len, fl).await
@@ -517,6 +573,7 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, sta
             vfs_read(m, &f, io.pos, io.len, fl).await
         };
         let now = sim.now();
+        st.borrow_mut().in_flight -= 1;
         if let Err(e) = res {
             st.borrow_mut().error = Some(match e {
                 IoError::NotSupported => "EOPNOTSUPP",
@@ -528,7 +585,12 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, sta
         if measured {
             let mut jobs = w.jobs.borrow_mut();
             let s = &mut jobs[stats_id];
-            record_io(s, io.write, io.len, None, now - t0);
+            // One io_u per submit and per reap.
+            s.samples.mark_depth(depth);
+            s.samples.mark_submit(1);
+            s.samples.mark_complete(1);
+            let c = st.borrow();
+            record_io(s, &c, now, &io, None, now - t0);
         }
         if io.write && job.fsync_every_writes > 0 {
             let due = {
@@ -554,9 +616,24 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, sta
     }
 }
 
-/// Counts one completed I/O of `len` bytes in `s`: its slat (None for the
-/// sync engines, which have none) and clat, ns; lat = slat + clat.
-fn record_io(s: &mut JobStats, write: bool, len: u64, slat: Option<u64>, clat: u64) {
+/// Counts one completed I/O `io` of clone `c` in `s` at `now`: its slat
+/// (None for the sync engines, which have none) and clat, ns; lat = slat +
+/// clat.
+fn record_io(s: &mut JobStats, c: &CloneState, now: Time, io: &Io, slat: Option<u64>, clat: u64) {
+    let (write, len) = (io.write, io.len);
+    s.samples.record(
+        now,
+        write,
+        len,
+        IoSample {
+            t_ns: now.saturating_sub(c.started),
+            thread: c.thread,
+            write,
+            bs: len,
+            slat_ns: slat,
+            clat_ns: clat,
+        },
+    );
     let (bytes, ios, sh, ch, lh) = if write {
         (
             &mut s.write_bytes,
@@ -664,6 +741,12 @@ async fn run_io_uring(
                 ring_post_read(&ring, &res, tag, st);
             }
             let issue = sim.now();
+            if sim.now() >= st.borrow().measure_from {
+                let mut jobs = w.jobs.borrow_mut();
+                let s = &mut jobs[stats_id].samples;
+                s.mark_depth(inflight.len() as u64 + 1);
+                s.mark_submit(1);
+            }
             inflight.insert(tag, InFlight { io, start, issue });
             if st.borrow().error.is_some() {
                 more = false;
@@ -684,6 +767,11 @@ async fn run_io_uring(
         let cqes = ring.wait_cqes(min, batch_max).await;
         let now = sim.now();
         let measured = now >= st.borrow().measure_from;
+        if measured {
+            w.jobs.borrow_mut()[stats_id]
+                .samples
+                .mark_complete(cqes.len() as u64);
+        }
         let mut fsync_due = None;
         for cqe in cqes {
             let Some(fl_io) = inflight.remove(&cqe.user_data) else {
@@ -699,10 +787,12 @@ async fn run_io_uring(
             }
             if measured {
                 let mut jobs = w.jobs.borrow_mut();
+                let c = st.borrow();
                 record_io(
                     &mut jobs[stats_id],
-                    fl_io.io.write,
-                    fl_io.io.len,
+                    &c,
+                    now,
+                    &fl_io.io,
                     Some(fl_io.issue - fl_io.start),
                     now - fl_io.issue,
                 );

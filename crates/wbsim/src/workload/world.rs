@@ -115,8 +115,17 @@ impl LatHist {
 /// ([`JobStats::clat`], [`JobStats::slat`], [`JobStats::lat`],
 /// [`JobStats::bytes`], [`JobStats::ios`], [`JobStats::runtime_ns`]).
 pub struct JobStats {
-    /// Job name (fio's `jobname`).
+    /// Name of the entry: the job's name, `NAME.N` for clone N of a job
+    /// with `numjobs` > 1 without `group_reporting` (metric names use it).
     pub name: String,
+    /// fio's `jobname`: the job's name (clones share it, as in fio's output).
+    pub jobname: String,
+    /// fio's 1-based thread numbers of the clones in this entry.
+    pub threads: Vec<u32>,
+    /// The job's `iodepth` (1 for the sync engines).
+    pub iodepth: u32,
+    /// Bandwidth windows, depth maps, CPU time and log samples.
+    pub samples: crate::workload::fio::iolog::JobSamples,
     /// fio reporting group.
     pub groupid: u32,
     /// Clones folded into this entry (1 for a clone's own entry).
@@ -164,6 +173,10 @@ impl JobStats {
     pub fn new(name: &str, groupid: u32, clones: u32) -> JobStats {
         JobStats {
             name: name.to_string(),
+            jobname: name.to_string(),
+            threads: Vec::new(),
+            iodepth: 1,
+            samples: crate::workload::fio::iolog::JobSamples::default(),
             groupid,
             clones,
             read_bytes: 0,

@@ -3,7 +3,9 @@
 //! invariants (page conservation per mapping and machine-wide, no negative or
 //! leaked counters, violations the model noticed). Not kernel code.
 //!
-//! Metric names:
+//! Metric names (JOB is the fio job's name; clone N of a job with
+//! `numjobs` > 1 and no `group_reporting` is `JOB.N`, while its `jobs[]`
+//! entry keeps fio's `jobname`, as fio prints it):
 //! - `fio.JOB.write_bw` / `fio.JOB.read_bw` (MiB/s), `fio.JOB.write_iops`,
 //!   `fio.JOB.clat` (completion latency of the job's writes, or reads for a
 //!   read-only job, us), `fio.JOB.read_clat` / `fio.JOB.write_clat` for mixed
@@ -30,7 +32,11 @@ use crate::experiment::results::{Host, Invariants, Results};
 use crate::experiment::scenario::{ResolvedVariant, Scenario};
 use crate::model::block::BlockDevice;
 use crate::model::mm::vmstat::PAGE_SIZE;
-use crate::workload::fio::output::{FioDdirStats, FioJobOutput, FioLatStats, FioSyncStats};
+use crate::workload::fio::iolog::{BATCH_LABELS, DEPTH_LABELS};
+use crate::workload::fio::output::{
+    latency_dists, FioBins, FioDdirStats, FioDiskUtil, FioJobDetail, FioJobOutput, FioLatStats,
+    FioSyncStats, LabelledDist,
+};
 use crate::workload::world::World;
 
 use super::sampler::Samples;
@@ -56,7 +62,7 @@ pub fn results(
     for (name, n) in world.counters.borrow().iter() {
         metrics.add(name, "count", *n);
     }
-    let jobs = job_outputs(world, &mut metrics, now);
+    let (jobs, fio_detail) = job_outputs(world, &mut metrics, now);
     for p in m.bdp_pauses() {
         metrics.record_as("bdp.pause", "ns", "ms", p);
     }
@@ -85,7 +91,30 @@ pub fn results(
         date: String::new(),
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
-    Results::new(scenario, variant, seed, &metrics, jobs, invariants, host)
+    let mut r = Results::new(scenario, variant, seed, &metrics, jobs, invariants, host);
+    r.fio_detail = fio_detail;
+    r.fio_disks = devices
+        .iter()
+        .map(|(name, d)| {
+            let st = d.stats();
+            FioDiskUtil {
+                name: name.clone(),
+                read_ios: st.reads,
+                write_ios: st.writes,
+                read_merges: st.read_merges,
+                write_merges: st.write_merges,
+                read_ticks: st.read_time_ns / 1_000_000,
+                write_ticks: st.write_time_ns / 1_000_000,
+                in_queue: st.in_flight_time_ns / 1_000_000,
+                util: if now > 0 {
+                    100.0 * st.busy_ns as f64 / now as f64
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect();
+    r
 }
 
 /// Cgroup writeback and RCU: `cgwb.umount_drain` (ms), the time of every
@@ -197,9 +226,15 @@ fn lock_stat(m: &crate::model::machine::Machine, metrics: &mut Metrics) {
     }
 }
 
-/// fio-shaped job entries, and the per-job and aggregate metrics.
-fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json::Value> {
-    let mut out = Vec::new();
+/// fio-shaped job entries and their detail, and the per-job and aggregate
+/// metrics.
+fn job_outputs(
+    world: &World,
+    metrics: &mut Metrics,
+    now: u64,
+) -> (Vec<serde_json::Value>, Vec<FioJobDetail>) {
+    let mut outs: Vec<FioJobOutput> = Vec::new();
+    let mut details = Vec::new();
     let (mut first, mut last) = (u64::MAX, 0u64);
     let (mut rbytes, mut wbytes) = (0u64, 0u64);
     for j in world.jobs.borrow().iter() {
@@ -209,8 +244,9 @@ fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json
         last = last.max(start + runtime);
         rbytes += j.read_bytes;
         wbytes += j.write_bytes;
-        let mut o = FioJobOutput::new(&j.name, j.groupid, runtime);
+        let mut o = FioJobOutput::new(&j.jobname, j.groupid, runtime);
         o.error = i32::from(j.error.is_some());
+        let end = start + runtime;
         for write in [false, true] {
             let mut d = FioDdirStats::from_latencies(
                 j.bytes(write),
@@ -220,6 +256,7 @@ fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json
                 Some(&j.lat(write)),
             );
             d.slat_ns = FioLatStats::from_histogram(&j.slat(write));
+            d.set_rates(&j.samples.rate_stats(write, end));
             if write {
                 o.write = d;
             } else {
@@ -227,7 +264,36 @@ fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json
             }
         }
         o.sync = FioSyncStats::from_histogram(&j.sync());
-        out.push(serde_json::to_value(&o).unwrap_or(serde_json::Value::Null));
+        o.sys_cpu = j.samples.sys_cpu_pct();
+        let [level, submit, complete] = j.samples.depth_dists();
+        o.iodepth_level = LabelledDist::new(&DEPTH_LABELS, &level);
+        o.iodepth_submit = LabelledDist::new(&BATCH_LABELS, &submit);
+        o.iodepth_complete = LabelledDist::new(&BATCH_LABELS, &complete);
+        let (rlat, wlat) = (j.lat(false), j.lat(true));
+        let [ln, lu, lm] = latency_dists(&[&rlat, &wlat]);
+        o.latency_ns = ln;
+        o.latency_us = lu;
+        o.latency_ms = lm;
+        o.latency_depth = j.iodepth;
+        o.latency_percentile = 100.0;
+        outs.push(o);
+        details.push(FioJobDetail {
+            threads: j.threads.clone(),
+            clat_bins: [
+                FioBins::from_histogram(&j.clat(false)),
+                FioBins::from_histogram(&j.clat(true)),
+            ],
+            slat_bins: [
+                FioBins::from_histogram(&j.slat(false)),
+                FioBins::from_histogram(&j.slat(true)),
+            ],
+            lat_bins: [
+                FioBins::from_histogram(&rlat),
+                FioBins::from_histogram(&wlat),
+            ],
+            sync_bins: FioBins::from_histogram(&j.sync()),
+            logs: j.samples.logs().cloned(),
+        });
 
         let secs = runtime as f64 / 1e9;
         let p = format!("fio.{}", j.name);
@@ -311,7 +377,42 @@ fn job_outputs(world: &World, metrics: &mut Metrics, now: u64) -> Vec<serde_json
             metrics.set("read.bw", "MiB/s", rbytes as f64 / MIB / secs);
         }
     }
-    out
+    set_bw_agg(&mut outs);
+    let out = outs
+        .iter()
+        .map(|o| serde_json::to_value(o).unwrap_or(serde_json::Value::Null))
+        .collect();
+    (out, details)
+}
+
+/// fio's `bw_agg`: a job's mean sample bandwidth as a percentage of its
+/// reporting group's aggregate bandwidth (`convert_agg_kbytes_percent()`:
+/// the group's bytes over its longest runtime; capped at 100; 100 when the
+/// aggregate is at most 1 KiB/s), for directions with samples.
+fn set_bw_agg(outs: &mut [FioJobOutput]) {
+    let mut agg: BTreeMap<(u32, bool), (u64, u64)> = BTreeMap::new();
+    for o in outs.iter() {
+        for (w, d) in [(false, &o.read), (true, &o.write)] {
+            let e = agg.entry((o.groupid, w)).or_insert((0, 0));
+            e.0 += d.io_bytes;
+            e.1 = e.1.max(d.runtime);
+        }
+    }
+    for o in outs.iter_mut() {
+        let g = o.groupid;
+        for (w, d) in [(false, &mut o.read), (true, &mut o.write)] {
+            if d.bw_samples == 0 {
+                continue;
+            }
+            let (bytes, run_ms) = agg[&(g, w)];
+            let agg_bps = (bytes * 1000).checked_div(run_ms).unwrap_or(0);
+            d.bw_agg = if agg_bps > 1024 {
+                (d.bw_mean * 100.0 / (agg_bps as f64 / 1024.0)).min(100.0)
+            } else {
+                100.0
+            };
+        }
+    }
 }
 
 /// End-of-run invariants: every mapping's ranges agree with its counters, the

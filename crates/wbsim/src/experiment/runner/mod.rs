@@ -131,6 +131,22 @@ pub fn run_one(
     seed: u64,
     opts: &RunOptions,
 ) -> Result<Results, RunError> {
+    run_one_with_progress(scenario, variant, seed, opts, &mut |_, _| {})
+}
+
+/// Events between two calls of a progress callback.
+const PROGRESS_EVERY: u64 = 1 << 14;
+
+/// [`run_one`], calling `progress(simulated_now_ns, limit_ns)` every
+/// [`PROGRESS_EVERY`] simulation steps (for a progress bar; it cannot change
+/// the run).
+pub fn run_one_with_progress(
+    scenario: &Scenario,
+    variant: &ResolvedVariant,
+    seed: u64,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Results, RunError> {
     let wall = std::time::Instant::now();
     let fail = |message: String| RunError {
         scenario: scenario.name.clone(),
@@ -179,7 +195,13 @@ pub fn run_one(
     );
     let has_finite = world.active.get() > 0;
     let w2 = world.clone();
+    let sim2 = sim.clone();
+    let mut steps = 0u64;
     let outcome = sim.run_while(duration, move || {
+        steps += 1;
+        if steps.is_multiple_of(PROGRESS_EVERY) {
+            progress(sim2.now(), duration);
+        }
         !(w2.end_requested.get() || (has_finite && w2.active.get() == 0))
     });
     if opts.trace.is_some() {

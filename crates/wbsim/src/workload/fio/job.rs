@@ -273,6 +273,15 @@ pub struct FioJob {
     pub new_group: bool,
     /// `loops=`: repeat the workload this many times.
     pub loops: u32,
+    /// `write_bw_log=`: log prefix ("" = bare option: the job name).
+    pub write_bw_log: Option<String>,
+    /// `write_lat_log=`: log prefix ("" = the job name).
+    pub write_lat_log: Option<String>,
+    /// `write_iops_log=`: log prefix ("" = the job name).
+    pub write_iops_log: Option<String>,
+    /// `log_avg_msec=`: log entries averaged over this many ms; 0 = one
+    /// entry per I/O (fio's default).
+    pub log_avg_msec: u64,
     /// Reporting group (fio `init.c` `add_job()`: bumped by `stonewall` or
     /// `new_group` when the previous group has jobs).
     pub groupid: u32,
@@ -339,9 +348,30 @@ impl FioJob {
             stonewall: false,
             new_group: false,
             loops: 1,
+            write_bw_log: None,
+            write_lat_log: None,
+            write_iops_log: None,
+            log_avg_msec: 0,
             groupid: 0,
             sources: BTreeMap::new(),
         }
+    }
+
+    /// Whether the job writes any fio log (bw, lat or iops).
+    pub fn wants_logs(&self) -> bool {
+        self.write_bw_log.is_some() || self.write_lat_log.is_some() || self.write_iops_log.is_some()
+    }
+
+    /// A log's file prefix: the option's value, or the job name when the
+    /// option was given bare (fio `init.c` `setup_log()` default).
+    pub fn log_prefix(&self, opt: &Option<String>) -> Option<String> {
+        opt.as_ref().map(|p| {
+            if p.is_empty() {
+                self.name.clone()
+            } else {
+                p.clone()
+            }
+        })
     }
 
     /// The block size of the next I/O in direction `write`: drawn from

@@ -24,6 +24,7 @@
 //! ```
 
 pub mod dist;
+pub mod iolog;
 pub mod job;
 pub mod options;
 pub mod output;

@@ -48,6 +48,9 @@ pub enum OptKind {
     BsSplit,
     /// `random_distribution=`.
     RandDist,
+    /// A log file prefix (`write_bw_log=`...): a string, or bare (fio's
+    /// default prefix, the job name).
+    LogName,
 }
 
 /// One supported option.
@@ -130,6 +133,10 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("fallocate",       &[],                    OptKind::Fallocate, "preallocation of new files: native, posix, keep, truncate, none"),
     opt("overwrite",       &[],                    OptKind::Bool,     "lay files out (write them) before the job"),
     opt("norandommap",     &[],                    OptKind::Flag,     "random offsets may repeat (no random map)"),
+    opt("write_bw_log",    &[],                    OptKind::LogName,  "bandwidth log PREFIX_bw.N.log"),
+    opt("write_lat_log",   &[],                    OptKind::LogName,  "latency logs PREFIX_{slat,clat,lat}.N.log"),
+    opt("write_iops_log",  &[],                    OptKind::LogName,  "IOPS log PREFIX_iops.N.log"),
+    opt("log_avg_msec",    &[],                    UINT,              "average log entries over this many ms (0: one per I/O)"),
 ];
 
 /// fio options wbsim accepts but that change nothing the model represents:
@@ -171,14 +178,10 @@ pub static NOT_MODELLED: &[(&str, &str)] = &[
     ("percentile_list",        "output selection; fio's default percentiles are written"),
     ("unified_rw_reporting",   "output selection; reads and writes are reported apart"),
     ("stats",                  "output selection"),
-    ("per_job_logs",           "log files are not written yet"),
-    ("write_bw_log",           "log files are not written yet"),
-    ("write_lat_log",          "log files are not written yet"),
-    ("write_iops_log",         "log files are not written yet"),
-    ("write_hist_log",         "log files are not written yet"),
-    ("log_avg_msec",           "log files are not written yet"),
-    ("log_hist_msec",          "log files are not written yet"),
-    ("log_offset",             "log files are not written yet"),
+    ("per_job_logs",           "logs are always per clone (PREFIX_bw.N.log), fio's default per_job_logs=1"),
+    ("write_hist_log",         "not modelled yet: only bw, lat and iops logs are written"),
+    ("log_hist_msec",          "not modelled yet: only bw, lat and iops logs are written"),
+    ("log_offset",             "not modelled yet: logs have no offset column"),
     ("cpus_allowed",           "CPU placement of fio's threads is the scheduler model's"),
     ("cpus_allowed_policy",    "CPU placement of fio's threads is the scheduler model's"),
     ("cpumask",                "CPU placement of fio's threads is the scheduler model's"),
@@ -285,6 +288,7 @@ pub fn parse_value(spec: &OptionSpec, raw: Option<&str>) -> Result<OptValue, Str
     let Some(raw) = raw else {
         return match spec.kind {
             OptKind::Flag => Ok(OptValue::Bool(true)),
+            OptKind::LogName => Ok(OptValue::Str(String::new())),
             _ => Err(String::new()),
         };
     };
@@ -307,6 +311,7 @@ pub fn parse_value(spec: &OptionSpec, raw: Option<&str>) -> Result<OptValue, Str
         OptKind::Fallocate => Fallocate::from_fio(v)
             .map(OptValue::Fallocate)
             .ok_or_else(|| "expected native, posix, keep, truncate, none, 0 or 1".to_string()),
+        OptKind::LogName => Ok(OptValue::Str(v.to_string())),
         OptKind::Str => {
             if v.is_empty() {
                 Err("expected a non-empty string".to_string())
@@ -503,6 +508,10 @@ pub fn apply(job: &mut FioJob, spec: &OptionSpec, value: &OptValue, src: &Option
         ("stonewall", V::Bool(b)) => job.stonewall = *b,
         ("new_group", V::Bool(b)) => job.new_group = *b,
         ("loops", V::U64(n)) => job.loops = u32v(*n),
+        ("write_bw_log", V::Str(s)) => job.write_bw_log = Some(s.clone()),
+        ("write_lat_log", V::Str(s)) => job.write_lat_log = Some(s.clone()),
+        ("write_iops_log", V::Str(s)) => job.write_iops_log = Some(s.clone()),
+        ("log_avg_msec", V::U64(n)) => job.log_avg_msec = *n,
         // parse_value() produces the value type matching each kind above.
         _ => unreachable!("option '{}' got a value of the wrong type", spec.name),
     }
@@ -534,6 +543,7 @@ mod tests {
                 OptKind::BsRange => "4k-8k",
                 OptKind::BsSplit => "4k/50:8k/50",
                 OptKind::RandDist => "zipf:1.2",
+                OptKind::LogName => "pfx",
             };
             let v = parse_value(spec, Some(sample)).expect(spec.name);
             let mut job = FioJob::with_defaults("j", "t", 1);
