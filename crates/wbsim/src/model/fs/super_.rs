@@ -39,6 +39,7 @@ use crate::model::fs::vfs::Machine;
 pub use crate::model::fs::vfs::{flags, SuperBlock, TRUNCATE_PAGE_NS};
 use crate::model::kernel::locking::rwsem::WriteGuard;
 use crate::model::mm::backing_dev::{bdi_drop, bdi_register, bdi_unregister, wb_put, Wb};
+use crate::model::mm::memcontrol::mem_cgroup_uncharge_freed;
 use crate::model::mm::page_writeback::account_delta;
 
 /// CPU to drop one dentry in `shrink_dcache_for_umount` (d_walk, dentry_kill,
@@ -224,6 +225,7 @@ async fn evict(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
     let wb_ref = inode.wb();
     filemap_fdatawait(m, inode).await;
     let d = inode.mapping.borrow_mut().truncate_all();
+    mem_cgroup_uncharge_freed(m.mm(), inode.memcg.get(), d.cached);
     let freed = (-d.cached).max(0) as Time;
     if d.dirty != 0 {
         m.violation(format!(

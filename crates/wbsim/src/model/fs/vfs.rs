@@ -180,6 +180,20 @@ pub trait Filesystem {
     fn data_written(&self, sb: &SuperBlock) {
         let _ = sb;
     }
+    /// The end of a buffered read's bio of pages `[start, end)` of `inode`
+    /// (btrfs: `btrfs_lookup_bio_sums` and verification). The generic form:
+    /// nothing.
+    fn read_end_io<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+        start: u64,
+        end: u64,
+    ) -> LocalBoxFuture<'a, ()> {
+        let _ = (m, sb, inode, start, end);
+        Box::pin(async {})
+    }
     /// What `->fsync` does after the data is written and waited on: a journal
     /// or log commit and a cache flush (`datasync` skips metadata-only work).
     fn fsync_commit<'a>(

@@ -3,8 +3,10 @@
 //! functions that act on them are in memcontrol.rs (mm/memcontrol.c).
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
+
+use sim::{TaskId, Time};
 
 use crate::model::kernel::sched::CgroupId;
 use crate::model::mm::backing_dev_defs::Wb;
@@ -36,6 +38,50 @@ pub struct MemCgroup {
     /// The list was shut at offline (`memcg_cgwb_list->next = NULL`): no new
     /// cgwb may be created for this memcg.
     cgwb_list_closed: Cell<bool>,
+    /// `memcg->memory` page counter: pages charged (page cache), pages.
+    usage: Cell<u64>,
+    /// memory.events and reclaim counters of this memcg.
+    events: Cell<MemcgEvents>,
+    /// memory.pressure (PSI of the memory resource) of this memcg.
+    psi: Cell<PsiMem>,
+    /// Tasks that charged pages here (the tasks PSI "full" counts).
+    tasks: RefCell<BTreeSet<TaskId>>,
+}
+
+/// memory.events and memcg reclaim counters (`memcg_memory_event`,
+/// memory.stat's pgscan/pgsteal).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemcgEvents {
+    /// MEMCG_HIGH: charges that left the memcg over memory.high.
+    pub high: u64,
+    /// MEMCG_MAX: charges that hit memory.max.
+    pub max: u64,
+    /// MEMCG_OOM: charges that failed after reclaim at memory.max.
+    pub oom: u64,
+    /// Pages freed by reclaim of this memcg (memory.stat pgsteal).
+    pub pgsteal: u64,
+    /// Pages scanned by reclaim of this memcg (memory.stat pgscan).
+    pub pgscan: u64,
+    /// Penalty sleeps taken in `mem_cgroup_handle_over_high`.
+    pub penalty_sleeps: u64,
+    /// Their total length, ns.
+    pub penalty_ns: Time,
+}
+
+/// The memory part of a cgroup's PSI group (kernel/sched/psi.c, the
+/// `PSI_MEM_SOME` / `PSI_MEM_FULL` states): tasks inside
+/// `psi_memstall_enter`/`leave`, and the total time with at least one of
+/// them (some) and with all of the memcg's tasks in it (full).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PsiMem {
+    /// Tasks of the memcg in a memory stall now.
+    pub nr_memstall: u64,
+    /// When the counters were last brought up to date, ns.
+    pub last: Time,
+    /// memory.pressure `some total`, ns.
+    pub some_ns: Time,
+    /// memory.pressure `full total`, ns.
+    pub full_ns: Time,
 }
 
 impl MemCgroup {
@@ -71,6 +117,73 @@ impl MemCgroup {
         }
         self.cgwb_list.borrow_mut().push(wb);
         true
+    }
+
+    /// Pages charged to the memcg (`page_counter_read(&memcg->memory)`).
+    pub fn usage_pages(&self) -> u64 {
+        self.usage.get()
+    }
+
+    /// `page_counter_charge`: `pages` more are charged by `task`.
+    pub fn charge(&self, pages: u64, task: Option<TaskId>) {
+        self.usage.set(self.usage.get() + pages);
+        if let Some(t) = task {
+            self.tasks.borrow_mut().insert(t);
+        }
+    }
+
+    /// `page_counter_uncharge` of `pages` freed pages (reclaim, truncation).
+    pub fn uncharge(&self, pages: u64) {
+        self.usage.set(self.usage.get().saturating_sub(pages));
+    }
+
+    /// memory.events and reclaim counters.
+    pub fn events(&self) -> MemcgEvents {
+        self.events.get()
+    }
+
+    /// Updates the event counters.
+    pub fn update_events(&self, f: impl FnOnce(&mut MemcgEvents)) {
+        let mut e = self.events.get();
+        f(&mut e);
+        self.events.set(e);
+    }
+
+    /// The PSI memory counters brought up to `now`.
+    pub fn psi(&self, now: Time) -> PsiMem {
+        self.psi_advance(now);
+        self.psi.get()
+    }
+
+    /// Accumulates the stall time since the last change (`psi_group_change`'s
+    /// `record_times`).
+    fn psi_advance(&self, now: Time) {
+        let mut p = self.psi.get();
+        let dt = now.saturating_sub(p.last);
+        if p.nr_memstall > 0 {
+            p.some_ns += dt;
+            if p.nr_memstall >= self.tasks.borrow().len() as u64 {
+                p.full_ns += dt;
+            }
+        }
+        p.last = now;
+        self.psi.set(p);
+    }
+
+    /// `psi_memstall_enter` by a task of this memcg at `now`.
+    pub fn psi_memstall_enter(&self, now: Time) {
+        self.psi_advance(now);
+        let mut p = self.psi.get();
+        p.nr_memstall += 1;
+        self.psi.set(p);
+    }
+
+    /// `psi_memstall_leave` at `now`.
+    pub fn psi_memstall_leave(&self, now: Time) {
+        self.psi_advance(now);
+        let mut p = self.psi.get();
+        p.nr_memstall = p.nr_memstall.saturating_sub(1);
+        self.psi.set(p);
     }
 
     /// Unlinks a released cgwb.
@@ -109,6 +222,10 @@ impl MemcgTable {
             css_refs: Cell::new(0),
             cgwb_list: RefCell::new(Vec::new()),
             cgwb_list_closed: Cell::new(false),
+            usage: Cell::new(0),
+            events: Cell::new(MemcgEvents::default()),
+            psi: Cell::new(PsiMem::default()),
+            tasks: RefCell::new(BTreeSet::new()),
         });
         MemcgTable {
             by_id: RefCell::new(BTreeMap::from([(ROOT_MEM_CGROUP_ID, root)])),
@@ -160,6 +277,10 @@ impl MemcgTable {
             css_refs: Cell::new(0),
             cgwb_list: RefCell::new(Vec::new()),
             cgwb_list_closed: Cell::new(false),
+            usage: Cell::new(0),
+            events: Cell::new(MemcgEvents::default()),
+            psi: Cell::new(PsiMem::default()),
+            tasks: RefCell::new(BTreeSet::new()),
         });
         self.by_id.borrow_mut().insert(id, m.clone());
         self.by_cgroup.borrow_mut().insert(cgroup, id);
@@ -197,6 +318,21 @@ impl MemcgTable {
             .is_some_and(|m| !m.online() && m.css_refs() == 0 && id != ROOT_MEM_CGROUP_ID);
         if free {
             self.by_id.borrow_mut().remove(&id);
+        }
+    }
+
+    /// Every memcg still referenced, by id.
+    pub fn all(&self) -> Vec<Rc<MemCgroup>> {
+        self.by_id.borrow().values().cloned().collect()
+    }
+
+    /// `page_counter_uncharge` of `pages` from memcg `id` and its ancestors
+    /// (the counters are hierarchical, as they are charged).
+    pub fn uncharge(&self, id: u64, pages: u64) {
+        let mut cur = self.get(id);
+        while let Some(m) = cur {
+            m.uncharge(pages);
+            cur = m.parent.and_then(|p| self.get(p));
         }
     }
 
