@@ -58,6 +58,30 @@ pub struct MemcgStat {
 impl Machine {
     // ------------------------------------------------------------ observation
 
+    /// Filesystem counters of every superblock on the list (btrfs
+    /// commit_stats): (superblock name, counter, unit, value).
+    pub fn fs_stats(&self) -> Vec<(String, &'static str, &'static str, f64)> {
+        let mut v = Vec::new();
+        for sb in self.vfs().supers() {
+            for (k, u, x) in sb.fs.stats(&sb) {
+                v.push((sb.name.clone(), k, u, x));
+            }
+        }
+        v
+    }
+
+    /// Every transaction commit of every superblock on the list: (superblock
+    /// name, start, duration), ns.
+    pub fn fs_commits(&self) -> Vec<(String, Time, Time)> {
+        let mut v = Vec::new();
+        for sb in self.vfs().supers() {
+            for (t, d) in sb.fs.commit_log(&sb) {
+                v.push((sb.name.clone(), t, d));
+            }
+        }
+        v
+    }
+
     /// Every memcg but the root, in id order.
     pub fn memcg_stats(&self) -> Vec<MemcgStat> {
         let now = self.now();

@@ -22,6 +22,10 @@
 //! - `memcg.NAME.{usage (MiB), high_events, max_events, oom, pgsteal,
 //!   penalty_sleeps (count), penalty, psi_some, psi_full (ms)}` per memory
 //!   cgroup (memory.current, memory.events, memory.pressure totals);
+//! - `fs.FS.{commits, last_commit, max_commit, total_commit, cow_blocks,
+//!   tree_searches}` (btrfs commit_stats and tree work), `fs.FS.commit`
+//!   (ms, every commit) and the series `fs.FS.commit_ms` (each commit's
+//!   duration at its start time);
 //! - `lock.CLASS.KIND.{acquisitions,contentions,wait_total,hold_total}`
 //!   (count, ms): lock_stat of the whole run per lock class, KIND read/write.
 
@@ -81,6 +85,7 @@ pub fn results(
     }
     lock_stat(m, &mut metrics);
     memcgs(m, &mut metrics);
+    fs_stats(world, &mut metrics);
     wb_contexts(world, &mut metrics);
     metrics.set("run.simulated_time", "s", now as f64 / 1e9);
     let invariants = check_invariants(world);
@@ -147,6 +152,27 @@ fn wb_contexts(world: &World, metrics: &mut Metrics) {
     }
     for (fs, n) in active {
         metrics.set(&format!("wb.{fs}.ctx_active"), "count", n as f64);
+    }
+}
+
+/// Filesystem counters and each transaction commit, per filesystem (its
+/// scenario name).
+fn fs_stats(world: &World, metrics: &mut Metrics) {
+    let m = &world.m;
+    let fs_name = |sb: &str| {
+        world
+            .filesystems
+            .iter()
+            .find(|f| f.mountpoint == sb)
+            .map_or_else(|| sb.to_string(), |f| f.name.clone())
+    };
+    for (sb, k, unit, v) in m.fs_stats() {
+        metrics.set(&format!("fs.{}.{k}", fs_name(&sb)), unit, v);
+    }
+    for (sb, start, ns) in m.fs_commits() {
+        let n = fs_name(&sb);
+        metrics.record_as(&format!("fs.{n}.commit"), "ns", "ms", ns);
+        metrics.sample(&format!("fs.{n}.commit_ms"), "ms", start, ns as f64 / 1e6);
     }
 }
 

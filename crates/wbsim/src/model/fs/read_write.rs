@@ -147,10 +147,21 @@ async fn alloc_folios(
         None => {
             let mc = m.mm().memcgs().from_cgroup(m.sched().current_cgroup());
             inode.memcg.set(mc.id);
+            mc.lru_add(&(inode.clone() as Rc<dyn LruFile>));
             mc
         }
     };
     mem_cgroup_try_charge(m.mm(), &memcg, pages).await
+}
+
+/// Marks an access of `inode` for the LRU (its last access, and its place
+/// on its memcg's LRU).
+fn touch_lru(m: &Machine, inode: &InodeRef) {
+    let old = inode.lru_key();
+    inode.st.borrow_mut().last_access = m.now();
+    if let Some(mc) = m.mm().memcgs().get(inode.memcg.get()) {
+        mc.lru_rotate(old, inode.lru_key());
+    }
 }
 
 /// The return to user space of a syscall that charged pages while its memcg
@@ -177,7 +188,7 @@ pub async fn vfs_write(
     if fl.dontcache && !fl.direct && !f.sb.fs.fop_dontcache() {
         return Err(IoError::NotSupported);
     }
-    f.inode.st.borrow_mut().last_access = m.now();
+    touch_lru(m, &f.inode);
     if fl.direct {
         direct_io(m, f, pos, len, true).await;
     } else {
@@ -363,7 +374,7 @@ pub async fn vfs_read(
     if fl.dontcache && !fl.direct && !f.sb.fs.fop_dontcache() {
         return Err(IoError::NotSupported);
     }
-    f.inode.st.borrow_mut().last_access = m.now();
+    touch_lru(m, &f.inode);
     if fl.direct {
         direct_io(m, f, pos, len, false).await;
         return Ok(());
@@ -373,6 +384,11 @@ pub async fn vfs_read(
     let mut over_high = 0;
     if missing > 0 && f.sb.bdi.can_writeback {
         over_high = alloc_folios(m, &f.inode, missing, fl.nowait).await?;
+        // The filesystem's part of the read bio's submission (btrfs: the
+        // data checksums are looked up before the I/O).
+        f.sb.fs
+            .before_read_bio(m, &f.sb, &f.inode, start, end)
+            .await;
         if let Some(dev) = &f.sb.device {
             dev.submit_bio_wait(Bio::read(
                 f.inode.disk_base + start * PAGE_SIZE,
@@ -380,8 +396,6 @@ pub async fn vfs_read(
             ))
             .await;
         }
-        // The filesystem's end of the read bio (btrfs: the data checksums).
-        f.sb.fs.read_end_io(m, &f.sb, &f.inode, start, end).await;
         let d = f
             .inode
             .mapping

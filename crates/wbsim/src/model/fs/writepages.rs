@@ -319,6 +319,7 @@ pub async fn fs_writepages(
     generic_writepages(m, sb, inode, wbc).await;
     if wbc.nr_to_write < before {
         sb.fs.data_written(sb);
+        sb.fs.ordered_io_done(m, sb, inode).await;
     }
 }
 

@@ -4,9 +4,11 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use sim::{TaskId, Time};
+
+use super::mmzone::LruFile;
 
 use crate::model::kernel::sched::CgroupId;
 use crate::model::mm::backing_dev_defs::Wb;
@@ -14,6 +16,9 @@ use crate::model::mm::backing_dev_defs::Wb;
 /// `mem_cgroup_id` of the root memcg. The kernel's root has id 1 (ids come
 /// from an IDR starting at 1); 0 means "no memcg" (`wb->memcg_css` of a root wb).
 pub const ROOT_MEM_CGROUP_ID: u64 = 1;
+
+/// A file's place on an LRU: (last access, superblock id, inode number).
+pub type LruKey = (Time, u64, u64);
 
 /// One memory cgroup.
 pub struct MemCgroup {
@@ -46,6 +51,9 @@ pub struct MemCgroup {
     psi: Cell<PsiMem>,
     /// Tasks that charged pages here (the tasks PSI "full" counts).
     tasks: RefCell<BTreeSet<TaskId>>,
+    /// The memcg's file LRU (`lruvec` of the memcg): its charged files by
+    /// LRU key (last access, superblock, inode), oldest first.
+    lru: RefCell<BTreeMap<LruKey, Weak<dyn LruFile>>>,
 }
 
 /// memory.events and memcg reclaim counters (`memcg_memory_event`,
@@ -137,6 +145,45 @@ impl MemCgroup {
         self.usage.set(self.usage.get().saturating_sub(pages));
     }
 
+    /// Puts a newly charged file on the memcg's LRU.
+    pub fn lru_add(&self, f: &Rc<dyn LruFile>) {
+        self.lru.borrow_mut().insert(f.lru_key(), Rc::downgrade(f));
+    }
+
+    /// Moves a file on the LRU after an access changed its key from `old`
+    /// (`folio_mark_accessed`, per file).
+    pub fn lru_rotate(&self, old: LruKey, new: LruKey) {
+        let mut l = self.lru.borrow_mut();
+        if let Some(w) = l.remove(&old) {
+            l.insert(new, w);
+        }
+    }
+
+    /// Takes a file off the LRU (eviction).
+    pub fn lru_del(&self, key: LruKey) {
+        self.lru.borrow_mut().remove(&key);
+    }
+
+    /// The oldest files on the LRU holding pages, until they hold at least
+    /// `pages` pages (all of them if they hold fewer).
+    pub fn lru_oldest(&self, pages: u64) -> Vec<Rc<dyn LruFile>> {
+        let mut v = Vec::new();
+        let mut n = 0;
+        for w in self.lru.borrow().values() {
+            if n >= pages {
+                break;
+            }
+            if let Some(f) = w.upgrade() {
+                let p = f.mapping().borrow().nrpages();
+                if p > 0 {
+                    n += p;
+                    v.push(f);
+                }
+            }
+        }
+        v
+    }
+
     /// memory.events and reclaim counters.
     pub fn events(&self) -> MemcgEvents {
         self.events.get()
@@ -226,6 +273,7 @@ impl MemcgTable {
             events: Cell::new(MemcgEvents::default()),
             psi: Cell::new(PsiMem::default()),
             tasks: RefCell::new(BTreeSet::new()),
+            lru: RefCell::new(BTreeMap::new()),
         });
         MemcgTable {
             by_id: RefCell::new(BTreeMap::from([(ROOT_MEM_CGROUP_ID, root)])),
@@ -281,6 +329,7 @@ impl MemcgTable {
             events: Cell::new(MemcgEvents::default()),
             psi: Cell::new(PsiMem::default()),
             tasks: RefCell::new(BTreeSet::new()),
+            lru: RefCell::new(BTreeMap::new()),
         });
         self.by_id.borrow_mut().insert(id, m.clone());
         self.by_cgroup.borrow_mut().insert(cgroup, id);

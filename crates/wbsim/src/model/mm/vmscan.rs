@@ -310,22 +310,25 @@ pub async fn try_to_free_mem_cgroup_pages(mm: &Rc<Mm>, memcg_id: u64, nr: u64) -
     let Some(src) = mm.pgdat().source() else {
         return 0;
     };
+    // The memcg's own LRU (files are put on it at their first charge).
     let memcg = mm.memcgs().get(memcg_id);
     let nr_to_reclaim = nr.max(SWAP_CLUSTER_MAX);
     let mut reclaimed = 0;
     let mut priority = DEF_PRIORITY as i32;
     while priority >= 0 && reclaimed < nr_to_reclaim {
-        let mut files: Vec<Rc<dyn LruFile>> = src
-            .lru_files()
-            .into_iter()
-            .filter(|f| f.memcg_id() == memcg_id && f.mapping().borrow().nrpages() > 0)
-            .collect();
-        files.sort_by_key(|f| f.lru_key());
-        let lru: u64 = files.iter().map(|f| f.mapping().borrow().nrpages()).sum();
+        // The memcg's LRU: pages charged to it; the oldest files reached.
+        let Some(mc) = &memcg else {
+            break;
+        };
+        let lru = mc.usage_pages();
         if lru == 0 {
             break;
         }
         let nr_to_scan = (lru >> priority).max(SWAP_CLUSTER_MAX.min(lru));
+        let files = mc.lru_oldest(nr_to_scan);
+        if files.is_empty() {
+            break;
+        }
         let st = shrink_lru(mm, &files, nr_to_scan, nr_to_reclaim - reclaimed, false);
         if let Some(m) = &memcg {
             m.update_events(|e| {
