@@ -51,6 +51,21 @@ pub enum IoError {
     NotSupported,
     /// EAGAIN: would block with IOCB_NOWAIT.
     Again,
+    /// The charge failed at memory.max after reclaim (the memcg OOM; the
+    /// OOM killer is not modelled, the caller reports it).
+    Oom,
+}
+
+impl IoError {
+    /// The name a program reports: the errno, or `OOM` for a memcg OOM
+    /// (the kernel's OOM killer would end the process instead).
+    pub fn name(&self) -> &'static str {
+        match self {
+            IoError::NotSupported => "EOPNOTSUPP",
+            IoError::Again => "EAGAIN",
+            IoError::Oom => "OOM",
+        }
+    }
 }
 
 impl fmt::Display for Errno {

@@ -44,8 +44,62 @@ pub struct WbCtxStat {
     pub flusher_cpu_ns: Time,
 }
 
+/// One memory cgroup's charge, events and pressure now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemcgStat {
+    /// cgroupfs name.
+    pub name: String,
+    /// memory.current, pages.
+    pub usage_pages: u64,
+    /// memory.events, reclaim and penalty counters.
+    pub events: crate::model::mm::memcontrol::MemcgEvents,
+    /// memory.pressure.
+    pub psi: crate::model::mm::memcontrol::PsiMem,
+}
+
 impl Machine {
     // ------------------------------------------------------------ observation
+
+    /// Filesystem counters of every superblock on the list (btrfs
+    /// commit_stats): (superblock name, counter, unit, value).
+    pub fn fs_stats(&self) -> Vec<(String, &'static str, &'static str, f64)> {
+        let mut v = Vec::new();
+        for sb in self.vfs().supers() {
+            for (k, u, x) in sb.fs.stats(&sb) {
+                v.push((sb.name.clone(), k, u, x));
+            }
+        }
+        v
+    }
+
+    /// Every transaction commit of every superblock on the list: (superblock
+    /// name, start, duration), ns.
+    pub fn fs_commits(&self) -> Vec<(String, Time, Time)> {
+        let mut v = Vec::new();
+        for sb in self.vfs().supers() {
+            for (t, d) in sb.fs.commit_log(&sb) {
+                v.push((sb.name.clone(), t, d));
+            }
+        }
+        v
+    }
+
+    /// Every memcg but the root, in id order.
+    pub fn memcg_stats(&self) -> Vec<MemcgStat> {
+        let now = self.now();
+        self.mm()
+            .memcgs()
+            .all()
+            .into_iter()
+            .filter(|m| m.parent.is_some())
+            .map(|m| MemcgStat {
+                name: m.name.clone(),
+                usage_pages: m.usage_pages(),
+                events: m.events(),
+                psi: m.psi(now),
+            })
+            .collect()
+    }
 
     /// Per writeback context of every superblock still on the list with
     /// writeback: pages written and flusher CPU.

@@ -575,10 +575,7 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, sta
         let now = sim.now();
         st.borrow_mut().in_flight -= 1;
         if let Err(e) = res {
-            st.borrow_mut().error = Some(match e {
-                IoError::NotSupported => "EOPNOTSUPP",
-                IoError::Again => "EAGAIN",
-            });
+            st.borrow_mut().error = Some(e.name());
             return;
         }
         let measured = now >= st.borrow().measure_from;
@@ -778,10 +775,7 @@ async fn run_io_uring(
                 continue;
             };
             if let Err(e) = cqe.res {
-                st.borrow_mut().error.get_or_insert(match e {
-                    IoError::NotSupported => "EOPNOTSUPP",
-                    IoError::Again => "EAGAIN",
-                });
+                st.borrow_mut().error.get_or_insert(e.name());
                 more = false;
                 continue;
             }
@@ -828,10 +822,7 @@ fn ring_post_read(
     st: &Rc<RefCell<CloneState>>,
 ) {
     if let Err(e) = res {
-        st.borrow_mut().error.get_or_insert(match e {
-            IoError::NotSupported => "EOPNOTSUPP",
-            IoError::Again => "EAGAIN",
-        });
+        st.borrow_mut().error.get_or_insert(e.name());
     }
     ring.post_read(tag, *res);
 }

@@ -13,7 +13,7 @@ use crate::experiment::scenario::{
     parse_size, FilesystemConfig, FsOption, FsType, ResolvedVariant, Scenario,
 };
 use crate::model::block::BlockDevice;
-use crate::model::fs::btrfs::Btrfs;
+use crate::model::fs::btrfs::{Btrfs, BtrfsOptions};
 use crate::model::fs::ext4::Ext4;
 use crate::model::fs::tmpfs::Tmpfs;
 use crate::model::fs::xfs::{Xfs, XfsOptions};
@@ -47,7 +47,7 @@ pub fn filesystem_type(c: &FilesystemConfig) -> Rc<dyn Filesystem> {
         FsType::Tmpfs => Rc::new(Tmpfs),
         FsType::Ext4 => Rc::new(Ext4),
         FsType::Xfs => Rc::new(Xfs::with_options(xfs_options(c))),
-        FsType::Btrfs => Rc::new(Btrfs::new()),
+        FsType::Btrfs => Rc::new(Btrfs::with_options(btrfs_options(c))),
     }
 }
 
@@ -76,6 +76,26 @@ fn xfs_options(c: &FilesystemConfig) -> XfsOptions {
     }
     if let Some(b) = size_option(c, "logbsize") {
         o.logbsize = b;
+    }
+    o
+}
+
+/// The btrfs options of a `[[filesystem]]`: `commit` (seconds),
+/// `subvolumes`, `preload_files` (per subvolume), `preload_size`; the mount
+/// defaults for those not given.
+fn btrfs_options(c: &FilesystemConfig) -> BtrfsOptions {
+    let mut o = BtrfsOptions::default();
+    if let Some(n) = c.option_int("commit") {
+        o.commit_interval = u64::try_from(n).unwrap_or(30) * sim::SEC;
+    }
+    if let Some(n) = c.option_int("subvolumes") {
+        o.subvolumes = u64::try_from(n).unwrap_or(0);
+    }
+    if let Some(n) = c.option_int("preload_files") {
+        o.preload_files = u64::try_from(n).unwrap_or(0);
+    }
+    if let Some(b) = size_option(c, "preload_size") {
+        o.preload_size = b;
     }
     o
 }

@@ -21,6 +21,13 @@
 //! - `bdp.pause` (ms): every balance_dirty_pages pause; `rcu.gp` counts;
 //! - `fio.JOB.trace.EVENT` (events): model tracepoints counted while the job
 //!   ran (e.g. `xfs_unwritten_convert`), as the probe counts the kernel's;
+//! - `memcg.NAME.{usage (MiB), high_events, max_events, oom, pgsteal,
+//!   penalty_sleeps (count), penalty, psi_some, psi_full (ms)}` per memory
+//!   cgroup (memory.current, memory.events, memory.pressure totals);
+//! - `fs.FS.{commits, last_commit, max_commit, total_commit, cow_blocks,
+//!   tree_searches}` (btrfs commit_stats and tree work), `fs.FS.commit`
+//!   (ms, every commit) and the series `fs.FS.commit_ms` (each commit's
+//!   duration at its start time);
 //! - `lock.CLASS.KIND.{acquisitions,contentions,wait_total,hold_total}`
 //!   (count, ms): lock_stat of the whole run per lock class, KIND read/write.
 
@@ -83,6 +90,8 @@ pub fn results(
         }
     }
     lock_stat(m, &mut metrics);
+    memcgs(m, &mut metrics);
+    fs_stats(world, &mut metrics);
     wb_contexts(world, &mut metrics);
     metrics.set("run.simulated_time", "s", now as f64 / 1e9);
     let invariants = check_invariants(world);
@@ -195,6 +204,57 @@ fn wb_contexts(world: &World, metrics: &mut Metrics) {
     }
     for (fs, n) in active {
         metrics.set(&format!("wb.{fs}.ctx_active"), "count", n as f64);
+    }
+}
+
+/// Filesystem counters and each transaction commit, per filesystem (its
+/// scenario name).
+fn fs_stats(world: &World, metrics: &mut Metrics) {
+    let m = &world.m;
+    let fs_name = |sb: &str| {
+        world
+            .filesystems
+            .iter()
+            .find(|f| f.mountpoint == sb)
+            .map_or_else(|| sb.to_string(), |f| f.name.clone())
+    };
+    for (sb, k, unit, v) in m.fs_stats() {
+        metrics.set(&format!("fs.{}.{k}", fs_name(&sb)), unit, v);
+    }
+    for (sb, start, ns) in m.fs_commits() {
+        let n = fs_name(&sb);
+        metrics.record_as(&format!("fs.{n}.commit"), "ns", "ms", ns);
+        metrics.sample(&format!("fs.{n}.commit_ms"), "ms", start, ns as f64 / 1e6);
+    }
+}
+
+/// Memory cgroups at the end of the run (memory.current, memory.events,
+/// reclaim and penalty counters, memory.pressure totals).
+fn memcgs(m: &crate::model::machine::Machine, metrics: &mut Metrics) {
+    for s in m.memcg_stats() {
+        let p = format!("memcg.{}", s.name);
+        let e = &s.events;
+        metrics.set(
+            &format!("{p}.usage"),
+            "MiB",
+            (s.usage_pages * PAGE_SIZE) as f64 / MIB,
+        );
+        for (k, v) in [
+            ("high_events", e.high),
+            ("max_events", e.max),
+            ("oom", e.oom),
+            ("pgsteal", e.pgsteal),
+            ("penalty_sleeps", e.penalty_sleeps),
+        ] {
+            metrics.set(&format!("{p}.{k}"), "count", v as f64);
+        }
+        for (k, v) in [
+            ("penalty", e.penalty_ns),
+            ("psi_some", s.psi.some_ns),
+            ("psi_full", s.psi.full_ns),
+        ] {
+            metrics.set(&format!("{p}.{k}"), "ms", v as f64 / 1e6);
+        }
     }
 }
 

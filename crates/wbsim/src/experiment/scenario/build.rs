@@ -371,9 +371,14 @@ fn fs_options(
         };
         if matches!(
             key,
-            "agcount" | "nr_wb_ctx" | "commit" | "subvolumes" | "nr_inodes"
+            "agcount" | "nr_wb_ctx" | "commit" | "subvolumes" | "nr_inodes" | "preload_files"
         ) {
             as_int(v.get_ref(), 1, u64::from(u32::MAX))
+                .map_err(|e| key_error(src, &v.span(), key, &opt_w, e))?;
+        }
+        if key == "preload_size" {
+            as_size(v.get_ref())
+                .map(|_| ())
                 .map_err(|e| key_error(src, &v.span(), key, &opt_w, e))?;
         }
         if matches!(fs_type, FsType::Xfs) {

@@ -222,8 +222,15 @@ impl FsType {
                 "logbsize",
                 "nr_wb_ctx",
             ],
-            // btrfs commit= (seconds), subvolumes (E2: files in subvolumes).
-            FsType::Btrfs => &["commit", "subvolumes", "nr_wb_ctx"],
+            // btrfs commit= (seconds); subvolumes, preload_files (per
+            // subvolume) and preload_size: files written beforehand (E2).
+            FsType::Btrfs => &[
+                "commit",
+                "subvolumes",
+                "preload_files",
+                "preload_size",
+                "nr_wb_ctx",
+            ],
         }
     }
 }

@@ -88,6 +88,9 @@ pub struct Inode {
     pub ioend_list: RefCell<Vec<(u64, u64)>>,
     /// The per-inode completion work (XFS `i_ioend_work`), created on first use.
     pub ioend_work: RefCell<Option<Work>>,
+    /// Id of the memcg its page cache is charged to (`folio_memcg`, one per
+    /// file: the first task to add a page charges it); 0 until then.
+    pub memcg: Cell<u64>,
 }
 
 /// Shared handle on an inode.
@@ -102,6 +105,9 @@ impl LruFile for Inode {
     }
     fn lru_wb(&self) -> Option<Rc<Wb>> {
         self.wb()
+    }
+    fn memcg_id(&self) -> u64 {
+        self.memcg.get()
     }
 }
 
@@ -144,6 +150,7 @@ impl Inode {
             extents: RefCell::new(ExtentMap::new()),
             ioend_list: RefCell::new(Vec::new()),
             ioend_work: RefCell::new(None),
+            memcg: Cell::new(0),
         })
     }
 

@@ -31,6 +31,9 @@ use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::WritebackControl;
 use crate::model::fs::writepages::DROPBEHIND_PAGE_NS;
 use crate::model::mm::backing_dev::{SyncMode, WbReason};
+use crate::model::mm::memcontrol::{
+    mem_cgroup_handle_over_high, mem_cgroup_try_charge, mem_cgroup_uncharge_freed,
+};
 use crate::model::mm::page_alloc;
 use crate::model::mm::page_writeback::account_delta;
 use crate::model::mm::page_writeback::{self as throttle, TaskDirty};
@@ -122,12 +125,55 @@ impl ReclaimSource for FsReclaim {
 /// the filesystems with reclaim on first use. With `nowait` (IOCB_NOWAIT,
 /// FGP_NOWAIT) an allocation that would need direct reclaim fails with
 /// `IoError::Again`.
-async fn alloc_folios(m: &Rc<Machine>, pages: u64, nowait: bool) -> Result<(), IoError> {
+///
+/// Then `filemap_add_folio` -> `mem_cgroup_charge`: the pages are charged
+/// to the current task's memcg (the file's memcg, set by its first charge).
+/// Returns the pages owed to memory.high, to settle on the return to user
+/// space ([`mem_cgroup_handle_over_high`]); a charge failing at memory.max
+/// gives `IoError::Oom`.
+async fn alloc_folios(
+    m: &Rc<Machine>,
+    inode: &InodeRef,
+    pages: u64,
+    nowait: bool,
+) -> Result<u64, IoError> {
     let pg = m.mm().pgdat();
     if !pg.has_source() {
         pg.set_source(Rc::new(FsReclaim(Rc::downgrade(m))));
     }
-    page_alloc::alloc_pages(m.mm(), pages, nowait).await
+    page_alloc::alloc_pages(m.mm(), pages, nowait).await?;
+    let memcg = match m.mm().memcgs().get(inode.memcg.get()) {
+        Some(mc) => mc,
+        None => {
+            let mc = m.mm().memcgs().from_cgroup(m.sched().current_cgroup());
+            inode.memcg.set(mc.id);
+            mc.lru_add(&(inode.clone() as Rc<dyn LruFile>));
+            mc
+        }
+    };
+    mem_cgroup_try_charge(m.mm(), &memcg, pages).await
+}
+
+/// Marks an access of `inode` for the LRU (its last access, and its place
+/// on its memcg's LRU).
+fn touch_lru(m: &Machine, inode: &InodeRef) {
+    let old = inode.lru_key();
+    inode.st.borrow_mut().last_access = m.now();
+    if let Some(mc) = m.mm().memcgs().get(inode.memcg.get()) {
+        mc.lru_rotate(old, inode.lru_key());
+    }
+}
+
+/// The return to user space of a syscall that charged pages while its memcg
+/// was over memory.high (`resume_user_mode_work` ->
+/// `mem_cgroup_handle_over_high`).
+async fn resume_user_mode_work(m: &Rc<Machine>, f: &File, over_high: u64) {
+    if over_high == 0 {
+        return;
+    }
+    if let Some(memcg) = m.mm().memcgs().get(f.inode.memcg.get()) {
+        mem_cgroup_handle_over_high(m.mm(), &memcg, over_high).await;
+    }
 }
 
 /// write(2)/pwritev2(2) of `len` bytes at `pos`.
@@ -142,7 +188,7 @@ pub async fn vfs_write(
     if fl.dontcache && !fl.direct && !f.sb.fs.fop_dontcache() {
         return Err(IoError::NotSupported);
     }
-    f.inode.st.borrow_mut().last_access = m.now();
+    touch_lru(m, &f.inode);
     if fl.direct {
         direct_io(m, f, pos, len, true).await;
     } else {
@@ -156,8 +202,9 @@ pub async fn vfs_write(
         } else {
             f.inode.i_rwsem.down_write().await
         };
-        generic_perform_write(m, task, f, pos, len, fl).await?;
+        let over_high = generic_perform_write(m, task, f, pos, len, fl).await?;
         drop(iolock);
+        resume_user_mode_work(m, f, over_high).await;
     }
     let mut st = f.inode.st.borrow_mut();
     st.i_size = st.i_size.max(pos + len);
@@ -175,6 +222,7 @@ pub async fn vfs_write(
 /// gate would let through are taken together
 /// ([`throttle::pages_until_ratelimit`]): the gate is a counter check, so
 /// the result is the kernel's per-folio loop, with one step per gate firing.
+/// Returns the pages owed to memory.high.
 async fn generic_perform_write(
     m: &Rc<Machine>,
     task: &mut TaskDirty,
@@ -182,7 +230,8 @@ async fn generic_perform_write(
     pos: u64,
     len: u64,
     fl: IoFlags,
-) -> Result<(), IoError> {
+) -> Result<u64, IoError> {
+    let mut over_high = 0;
     let (start, end) = page_range(pos, len);
     let npages = end - start;
     // ->iomap_begin maps the range under the ilock held exclusive; the rest
@@ -202,7 +251,7 @@ async fn generic_perform_write(
         m.sched().cpu(npages * page_ns).await;
         let d = f.inode.mapping.borrow_mut().add_clean(start, end, false);
         m.mm().vm_add_shmem(d.cached);
-        return Ok(());
+        return Ok(0);
     }
     // A write extending the file over holes reserves delalloc beyond EOF.
     let size_pages = f.inode.st.borrow().i_size.div_ceil(PAGE_SIZE);
@@ -230,7 +279,7 @@ async fn generic_perform_write(
         // write_begin: find or allocate the folios.
         let missing = f.inode.mapping.borrow().count_missing(idx, chunk_end);
         if missing > 0 {
-            alloc_folios(m, missing, fl.nowait).await?;
+            over_high += alloc_folios(m, &f.inode, missing, fl.nowait).await?;
         }
         // write_begin locks the folios: wait while writeback holds them
         // (folio waits share the inode's hashed wait queue with writeback
@@ -298,7 +347,7 @@ async fn generic_perform_write(
             }
         }
     }
-    Ok(())
+    Ok(over_high)
 }
 
 /// `fallocate(fd, mode, pos, len)` with mode 0 or FALLOC_FL_KEEP_SIZE
@@ -332,6 +381,7 @@ pub async fn direct_io(m: &Rc<Machine>, f: &File, pos: u64, len: u64, write: boo
         file_write_and_wait(m, &f.sb, &f.inode).await;
         let d = f.inode.mapping.borrow_mut().reclaim_clean(u64::MAX);
         account_delta(m.mm(), f.inode.wb().as_ref(), &d);
+        mem_cgroup_uncharge_freed(m.mm(), f.inode.memcg.get(), d.cached);
     }
     if let Some(dev) = &f.sb.device {
         let off = f.inode.disk_base + pos;
@@ -355,15 +405,21 @@ pub async fn vfs_read(
     if fl.dontcache && !fl.direct && !f.sb.fs.fop_dontcache() {
         return Err(IoError::NotSupported);
     }
-    f.inode.st.borrow_mut().last_access = m.now();
+    touch_lru(m, &f.inode);
     if fl.direct {
         direct_io(m, f, pos, len, false).await;
         return Ok(());
     }
     let (start, end) = page_range(pos, len);
     let missing = f.inode.mapping.borrow().count_missing(start, end);
+    let mut over_high = 0;
     if missing > 0 && f.sb.bdi.can_writeback {
-        alloc_folios(m, missing, fl.nowait).await?;
+        over_high = alloc_folios(m, &f.inode, missing, fl.nowait).await?;
+        // The filesystem's part of the read bio's submission (btrfs: the
+        // data checksums are looked up before the I/O).
+        f.sb.fs
+            .before_read_bio(m, &f.sb, &f.inode, start, end)
+            .await;
         if let Some(dev) = &f.sb.device {
             dev.submit_bio_wait(Bio::read(
                 f.inode.disk_base + start * PAGE_SIZE,
@@ -388,10 +444,12 @@ pub async fn vfs_read(
             .borrow_mut()
             .drop_clean_dropbehind(start, end);
         account_delta(m.mm(), f.inode.wb().as_ref(), &d);
+        mem_cgroup_uncharge_freed(m.mm(), f.inode.memcg.get(), d.cached);
         // folio_end_dropbehind in the reader, per folio dropped.
         if d.cached < 0 {
             m.sched().cpu((-d.cached) as u64 * DROPBEHIND_PAGE_NS).await;
         }
     }
+    resume_user_mode_work(m, f, over_high).await;
     Ok(())
 }

@@ -40,7 +40,9 @@ pub use crate::model::fs::vfs::{flags, SuperBlock, TRUNCATE_PAGE_NS};
 use crate::model::kernel::locking::rwsem::WriteGuard;
 use crate::model::kernel::stats::{ViolationObjects, MAX_INODES};
 use crate::model::mm::backing_dev::{bdi_drop, bdi_register, bdi_unregister, wb_put, Wb};
+use crate::model::mm::memcontrol::mem_cgroup_uncharge_freed;
 use crate::model::mm::page_writeback::account_delta;
+use crate::model::mm::vmscan::LruFile;
 
 /// CPU to drop one dentry in `shrink_dcache_for_umount` (d_walk, dentry_kill,
 /// freeing), ns: 200 ns. Estimate (order of a `dput` of an unused dentry on
@@ -253,6 +255,10 @@ async fn evict(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
     let wb_ref = inode.wb();
     filemap_fdatawait(m, inode).await;
     let d = inode.mapping.borrow_mut().truncate_all();
+    mem_cgroup_uncharge_freed(m.mm(), inode.memcg.get(), d.cached);
+    if let Some(mc) = m.mm().memcgs().get(inode.memcg.get()) {
+        mc.lru_del(inode.lru_key());
+    }
     let freed = (-d.cached).max(0) as Time;
     if d.dirty != 0 {
         m.violation(

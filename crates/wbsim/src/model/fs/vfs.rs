@@ -194,6 +194,43 @@ pub trait Filesystem {
     fn data_written(&self, sb: &SuperBlock) {
         let _ = sb;
     }
+    /// What the filesystem does before a buffered read's bio of pages
+    /// `[start, end)` of `inode` goes to the device (btrfs:
+    /// `btrfs_lookup_bio_sums`). The generic form: nothing.
+    fn before_read_bio<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+        start: u64,
+        end: u64,
+    ) -> LocalBoxFuture<'a, ()> {
+        let _ = (m, sb, inode, start, end);
+        Box::pin(async {})
+    }
+    /// The end of writeback of `inode`'s data by `->writepages` (btrfs:
+    /// `btrfs_finish_ordered_io` of the ordered extents written). The
+    /// generic form: nothing.
+    fn ordered_io_done<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+    ) -> LocalBoxFuture<'a, ()> {
+        let _ = (m, sb, inode);
+        Box::pin(async {})
+    }
+    /// Filesystem counters of `sb` for the results (btrfs: commit_stats),
+    /// (name, unit, value).
+    fn stats(&self, sb: &SuperBlock) -> Vec<(&'static str, &'static str, f64)> {
+        let _ = sb;
+        Vec::new()
+    }
+    /// Every transaction commit of `sb`: (start, duration), ns.
+    fn commit_log(&self, sb: &SuperBlock) -> Vec<(Time, Time)> {
+        let _ = sb;
+        Vec::new()
+    }
     /// What `->fsync` does after the data is written and waited on: a journal
     /// or log commit and a cache flush (`datasync` skips metadata-only work).
     fn fsync_commit<'a>(

@@ -42,6 +42,7 @@ use crate::model::fs::vfs::WritebackControl;
 use crate::model::kernel::sched::CgroupId;
 use crate::model::kernel::workqueue::{queue_work, Work, Workqueue};
 use crate::model::mm::backing_dev::SyncMode;
+use crate::model::mm::memcontrol::mem_cgroup_uncharge_freed;
 use crate::model::mm::page_writeback::account_delta;
 use crate::model::mm::vmstat::PAGE_SIZE;
 
@@ -282,6 +283,7 @@ async fn folio_end_dropbehind(m: &Rc<Machine>, inode: &InodeRef, start: u64, end
     m.sched().cpu(pages * DROPBEHIND_PAGE_NS).await;
     let d = inode.mapping.borrow_mut().drop_clean_dropbehind(start, end);
     account_delta(m.mm(), inode.wb().as_ref(), &d);
+    mem_cgroup_uncharge_freed(m.mm(), inode.memcg.get(), d.cached);
     m.sim().trace("folio_end_dropbehind", || {
         format!("ino={} index={start} nr={}", inode.ino, -d.cached)
     });
@@ -317,6 +319,7 @@ pub async fn fs_writepages(
     generic_writepages(m, sb, inode, wbc).await;
     if wbc.nr_to_write < before {
         sb.fs.data_written(sb);
+        sb.fs.ordered_io_done(m, sb, inode).await;
     }
 }
 

@@ -11,20 +11,237 @@
 //! `wb_domain` of balance_dirty_pages, `mem_cgroup_wb_stats` +
 //! `mdtc_calc_avail`) is computed by [`mem_cgroup_wb_domain_avail`].
 //!
-//! Left out: page charging and memcg reclaim (memory.high/max are stored and
-//! bound the memcg's dirty domain, no charge is made against them), the
-//! foreign-dirty slots of `mem_cgroup_track_foreign_dirty_slowpath` (the
+//! Charging and limits (`try_charge_memcg`, [`mem_cgroup_try_charge`]): a
+//! page-cache folio added by a task is charged to the task's memcg (the
+//! file remembers that memcg: one memcg per file, the first to charge it);
+//! reclaim uncharges what it frees. Over memory.max, the charging task
+//! reclaims from the memcg (`try_to_free_mem_cgroup_pages`, mm/vmscan.rs)
+//! up to MAX_RECLAIM_RETRIES times, then the charge fails with an OOM the
+//! caller reports (the OOM killer is not modelled). Over memory.high, the
+//! charge succeeds and the task owes `memcg_nr_pages_over_high`; on its
+//! return to user space it runs [`mem_cgroup_handle_over_high`]: memcg
+//! reclaim, then a penalty sleep growing with the square of the overage
+//! (`calculate_high_delay`), at most 2 s per return. Both reclaim and the
+//! sleep are memory stalls of the memcg's PSI (memory.pressure some/full).
+//!
+//! Left out: anonymous memory (no model task maps memory), per-folio memcg
+//! ownership (per file instead), the per-CPU charge stock, memory.low/min,
+//! the foreign-dirty slots of `mem_cgroup_track_foreign_dirty_slowpath` (the
 //! per-inode foreign detection of fs/fs_writeback.rs is modelled instead),
 //! memory.pressure, and swap. balance_dirty_pages does not yet consult the
 //! memcg domain (it throttles on the global and per-wb ones).
 
 use std::rc::Rc;
 
+use sim::Time;
+
+use crate::model::errno::IoError;
 use crate::model::kernel::sched::CgroupId;
+use crate::model::kernel::timer::schedule_timeout_end;
 use crate::model::mm::backing_dev::wb_memcg_offline;
-pub use crate::model::mm::memcontrol_defs::{MemCgroup, MemcgTable, ROOT_MEM_CGROUP_ID};
+pub use crate::model::mm::memcontrol_defs::{
+    MemCgroup, MemcgEvents, MemcgTable, PsiMem, ROOT_MEM_CGROUP_ID,
+};
 use crate::model::mm::state::Mm;
+use crate::model::mm::vmscan::{try_to_free_mem_cgroup_pages, MAX_RECLAIM_RETRIES};
 use crate::model::mm::vmstat::PAGE_SIZE;
+
+/// `MEMCG_CHARGE_BATCH`: pages a charge takes at once (per-CPU stock), and
+/// the unit of `memcg_nr_pages_over_high` (include/linux/memcontrol.h): 64.
+pub const MEMCG_CHARGE_BATCH: u64 = 64;
+/// `MEMCG_DELAY_PRECISION_SHIFT` (mm/memcontrol.c): 20, the fixed-point
+/// shift of the overage ratio.
+pub const MEMCG_DELAY_PRECISION_SHIFT: u32 = 20;
+/// `MEMCG_DELAY_SCALING_SHIFT` (mm/memcontrol.c): 14, scales the squared
+/// overage down so that a small overage gives a short delay.
+pub const MEMCG_DELAY_SCALING_SHIFT: u32 = 14;
+/// `MEMCG_MAX_HIGH_DELAY_JIFFIES` (mm/memcontrol.c): 2 * HZ, the cap of one
+/// penalty sleep, in units of HZ (2 s).
+pub const MEMCG_MAX_HIGH_DELAY_SECS: u64 = 2;
+
+/// `calculate_overage()`: how far `usage` is over `high`, as a fraction of
+/// `high` in 1 << MEMCG_DELAY_PRECISION_SHIFT units; 0 when not over.
+pub fn calculate_overage(usage: u64, high: u64) -> u64 {
+    if usage <= high {
+        return 0;
+    }
+    let high = high.max(1);
+    ((usage - high) << MEMCG_DELAY_PRECISION_SHIFT) / high
+}
+
+/// `calculate_high_delay()`: the penalty, in jiffies, for `nr_pages` over
+/// high at the given overage: overage^2 * HZ scaled down by both shifts,
+/// in proportion to `nr_pages / MEMCG_CHARGE_BATCH`. Uncapped (the caller
+/// caps it, as `mem_cgroup_handle_over_high` does).
+pub fn calculate_high_delay(nr_pages: u64, max_overage: u64, hz: u64) -> u64 {
+    if max_overage == 0 {
+        return 0;
+    }
+    let p = (max_overage as u128 * max_overage as u128 * hz as u128)
+        >> MEMCG_DELAY_PRECISION_SHIFT
+        >> MEMCG_DELAY_SCALING_SHIFT;
+    (p * nr_pages as u128 / MEMCG_CHARGE_BATCH as u128) as u64
+}
+
+/// The ids of `memcg` and its ancestors, nearest first.
+fn memcg_and_ancestors(mm: &Mm, memcg: &Rc<MemCgroup>) -> Vec<Rc<MemCgroup>> {
+    let mut v = vec![memcg.clone()];
+    let mut cur = memcg.parent;
+    while let Some(p) = cur.and_then(|id| mm.memcgs().get(id)) {
+        cur = p.parent;
+        v.push(p);
+    }
+    v
+}
+
+/// `mem_find_max_overage()`: the largest overage over memory.high of the
+/// memcg and its ancestors.
+fn mem_find_max_overage(mm: &Mm, memcg: &Rc<MemCgroup>) -> u64 {
+    memcg_and_ancestors(mm, memcg)
+        .iter()
+        .filter_map(|m| {
+            let high = m.memory_high? / PAGE_SIZE;
+            Some(calculate_overage(m.usage_pages(), high))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// `try_charge_memcg()` of `nr_pages` new page-cache pages to `memcg` by the
+/// current task. Over memory.max: memcg reclaim (MEMCG_MAX event), retried
+/// up to MAX_RECLAIM_RETRIES times while short, then `Err(IoError::Oom)`
+/// (MEMCG_OOM; the OOM killer is not modelled). On success, returns the
+/// pages owed to memory.high (`current->memcg_nr_pages_over_high`: a batch
+/// of `max(MEMCG_CHARGE_BATCH, nr_pages)` when the memcg or an ancestor is
+/// over its high limit after the charge, else 0), which the caller settles
+/// with [`mem_cgroup_handle_over_high`] on its return to user space.
+pub async fn mem_cgroup_try_charge(
+    mm: &Rc<Mm>,
+    memcg: &Rc<MemCgroup>,
+    nr_pages: u64,
+) -> Result<u64, IoError> {
+    let task = mm.kernel().sim().current();
+    let chain = memcg_and_ancestors(mm, memcg);
+    let mut retries = MAX_RECLAIM_RETRIES;
+    loop {
+        // page_counter_try_charge: the first level whose max would be passed.
+        let over_max = chain.iter().find(|m| {
+            m.memory_max
+                .is_some_and(|max| m.usage_pages() + nr_pages > max / PAGE_SIZE)
+        });
+        let Some(over) = over_max else {
+            break;
+        };
+        over.update_events(|e| e.max += 1);
+        if retries == 0 {
+            over.update_events(|e| e.oom += 1);
+            mm.kernel().count_event("memcg_oom");
+            return Err(IoError::Oom);
+        }
+        retries -= 1;
+        let now = mm.now();
+        memcg.psi_memstall_enter(now);
+        try_to_free_mem_cgroup_pages(mm, over.id, nr_pages).await;
+        memcg.psi_memstall_leave(mm.now());
+    }
+    for m in &chain {
+        m.charge(nr_pages, task);
+    }
+    let over_high = chain.iter().any(|m| {
+        m.memory_high
+            .is_some_and(|high| m.usage_pages() > high / PAGE_SIZE)
+    });
+    if over_high {
+        memcg.update_events(|e| e.high += 1);
+        Ok(nr_pages.max(MEMCG_CHARGE_BATCH))
+    } else {
+        Ok(0)
+    }
+}
+
+/// `mem_cgroup_uncharge` of the folios a path other than reclaim freed
+/// (truncation, eviction, drop-behind, O_DIRECT invalidation): a page-cache
+/// change of `cached_delta` pages of a file charged to memcg `memcg_id`.
+pub fn mem_cgroup_uncharge_freed(mm: &Mm, memcg_id: u64, cached_delta: i64) {
+    if cached_delta < 0 {
+        mm.memcgs().uncharge(memcg_id, (-cached_delta) as u64);
+    }
+}
+
+/// `reclaim_high()`: reclaims `nr_pages` from each of the memcg and its
+/// ancestors that is over memory.high, as a memory stall. Returns the pages
+/// freed.
+async fn reclaim_high(mm: &Rc<Mm>, memcg: &Rc<MemCgroup>, nr_pages: u64) -> u64 {
+    let mut reclaimed = 0;
+    for m in memcg_and_ancestors(mm, memcg) {
+        let Some(high) = m.memory_high else {
+            continue;
+        };
+        if m.usage_pages() <= high / PAGE_SIZE {
+            continue;
+        }
+        memcg.psi_memstall_enter(mm.now());
+        reclaimed += try_to_free_mem_cgroup_pages(mm, m.id, nr_pages).await;
+        memcg.psi_memstall_leave(mm.now());
+    }
+    reclaimed
+}
+
+/// `mem_cgroup_handle_over_high()`: run on return to user space by a task
+/// that charged `nr_pages` while its memcg was over memory.high. Reclaims
+/// from the memcg (`reclaim_high`: `nr_pages` first, SWAP_CLUSTER_MAX on
+/// retries), computes the penalty from the overage left, capped at
+/// [`MEMCG_MAX_HIGH_DELAY_SECS`]; no sleep if it is at most HZ/100; while
+/// reclaim makes progress, or for MAX_RECLAIM_RETRIES more tries, it
+/// reclaims again; then sleeps the penalty (`schedule_timeout_killable`,
+/// a memory stall). Returns the time slept, ns.
+pub async fn mem_cgroup_handle_over_high(
+    mm: &Rc<Mm>,
+    memcg: &Rc<MemCgroup>,
+    nr_pages: u64,
+) -> Time {
+    if nr_pages == 0 {
+        return 0;
+    }
+    let k = mm.kernel().clone();
+    let hz = k.hz();
+    let mut nr_retries = MAX_RECLAIM_RETRIES;
+    let mut in_retry = false;
+    let penalty = loop {
+        let want = if in_retry {
+            super::vmscan::SWAP_CLUSTER_MAX
+        } else {
+            nr_pages
+        };
+        let nr_reclaimed = reclaim_high(mm, memcg, want).await;
+        let penalty = calculate_high_delay(nr_pages, mem_find_max_overage(mm, memcg), hz)
+            .min(MEMCG_MAX_HIGH_DELAY_SECS * hz);
+        if penalty <= hz / 100 {
+            return 0;
+        }
+        if nr_reclaimed > 0 || nr_retries > 0 {
+            if nr_reclaimed == 0 {
+                nr_retries -= 1;
+            }
+            in_retry = true;
+            continue;
+        }
+        break penalty;
+    };
+    let start = mm.now();
+    memcg.psi_memstall_enter(start);
+    k.sim()
+        .sleep_until(schedule_timeout_end(start, penalty, k.jiffy_ns()))
+        .await;
+    let slept = mm.now() - start;
+    memcg.psi_memstall_leave(mm.now());
+    memcg.update_events(|e| {
+        e.penalty_sleeps += 1;
+        e.penalty_ns += slept;
+    });
+    k.count_event("memcg_high_penalty");
+    slept
+}
 
 /// The memcg `wb_domain`'s available memory, pages (`mdtc_calc_avail` over
 /// `mem_cgroup_wb_stats`): the memcg's headroom under the lower of

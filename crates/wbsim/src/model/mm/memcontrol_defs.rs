@@ -3,8 +3,12 @@
 //! functions that act on them are in memcontrol.rs (mm/memcontrol.c).
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
-use std::rc::Rc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::{Rc, Weak};
+
+use sim::{TaskId, Time};
+
+use super::mmzone::LruFile;
 
 use crate::model::kernel::sched::CgroupId;
 use crate::model::mm::backing_dev_defs::Wb;
@@ -12,6 +16,9 @@ use crate::model::mm::backing_dev_defs::Wb;
 /// `mem_cgroup_id` of the root memcg. The kernel's root has id 1 (ids come
 /// from an IDR starting at 1); 0 means "no memcg" (`wb->memcg_css` of a root wb).
 pub const ROOT_MEM_CGROUP_ID: u64 = 1;
+
+/// A file's place on an LRU: (last access, superblock id, inode number).
+pub type LruKey = (Time, u64, u64);
 
 /// One memory cgroup.
 pub struct MemCgroup {
@@ -36,6 +43,53 @@ pub struct MemCgroup {
     /// The list was shut at offline (`memcg_cgwb_list->next = NULL`): no new
     /// cgwb may be created for this memcg.
     cgwb_list_closed: Cell<bool>,
+    /// `memcg->memory` page counter: pages charged (page cache), pages.
+    usage: Cell<u64>,
+    /// memory.events and reclaim counters of this memcg.
+    events: Cell<MemcgEvents>,
+    /// memory.pressure (PSI of the memory resource) of this memcg.
+    psi: Cell<PsiMem>,
+    /// Tasks that charged pages here (the tasks PSI "full" counts).
+    tasks: RefCell<BTreeSet<TaskId>>,
+    /// The memcg's file LRU (`lruvec` of the memcg): its charged files by
+    /// LRU key (last access, superblock, inode), oldest first.
+    lru: RefCell<BTreeMap<LruKey, Weak<dyn LruFile>>>,
+}
+
+/// memory.events and memcg reclaim counters (`memcg_memory_event`,
+/// memory.stat's pgscan/pgsteal).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemcgEvents {
+    /// MEMCG_HIGH: charges that left the memcg over memory.high.
+    pub high: u64,
+    /// MEMCG_MAX: charges that hit memory.max.
+    pub max: u64,
+    /// MEMCG_OOM: charges that failed after reclaim at memory.max.
+    pub oom: u64,
+    /// Pages freed by reclaim of this memcg (memory.stat pgsteal).
+    pub pgsteal: u64,
+    /// Pages scanned by reclaim of this memcg (memory.stat pgscan).
+    pub pgscan: u64,
+    /// Penalty sleeps taken in `mem_cgroup_handle_over_high`.
+    pub penalty_sleeps: u64,
+    /// Their total length, ns.
+    pub penalty_ns: Time,
+}
+
+/// The memory part of a cgroup's PSI group (kernel/sched/psi.c, the
+/// `PSI_MEM_SOME` / `PSI_MEM_FULL` states): tasks inside
+/// `psi_memstall_enter`/`leave`, and the total time with at least one of
+/// them (some) and with all of the memcg's tasks in it (full).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PsiMem {
+    /// Tasks of the memcg in a memory stall now.
+    pub nr_memstall: u64,
+    /// When the counters were last brought up to date, ns.
+    pub last: Time,
+    /// memory.pressure `some total`, ns.
+    pub some_ns: Time,
+    /// memory.pressure `full total`, ns.
+    pub full_ns: Time,
 }
 
 impl MemCgroup {
@@ -71,6 +125,112 @@ impl MemCgroup {
         }
         self.cgwb_list.borrow_mut().push(wb);
         true
+    }
+
+    /// Pages charged to the memcg (`page_counter_read(&memcg->memory)`).
+    pub fn usage_pages(&self) -> u64 {
+        self.usage.get()
+    }
+
+    /// `page_counter_charge`: `pages` more are charged by `task`.
+    pub fn charge(&self, pages: u64, task: Option<TaskId>) {
+        self.usage.set(self.usage.get() + pages);
+        if let Some(t) = task {
+            self.tasks.borrow_mut().insert(t);
+        }
+    }
+
+    /// `page_counter_uncharge` of `pages` freed pages (reclaim, truncation).
+    pub fn uncharge(&self, pages: u64) {
+        self.usage.set(self.usage.get().saturating_sub(pages));
+    }
+
+    /// Puts a newly charged file on the memcg's LRU.
+    pub fn lru_add(&self, f: &Rc<dyn LruFile>) {
+        self.lru.borrow_mut().insert(f.lru_key(), Rc::downgrade(f));
+    }
+
+    /// Moves a file on the LRU after an access changed its key from `old`
+    /// (`folio_mark_accessed`, per file).
+    pub fn lru_rotate(&self, old: LruKey, new: LruKey) {
+        let mut l = self.lru.borrow_mut();
+        if let Some(w) = l.remove(&old) {
+            l.insert(new, w);
+        }
+    }
+
+    /// Takes a file off the LRU (eviction).
+    pub fn lru_del(&self, key: LruKey) {
+        self.lru.borrow_mut().remove(&key);
+    }
+
+    /// The oldest files on the LRU holding pages, until they hold at least
+    /// `pages` pages (all of them if they hold fewer).
+    pub fn lru_oldest(&self, pages: u64) -> Vec<Rc<dyn LruFile>> {
+        let mut v = Vec::new();
+        let mut n = 0;
+        for w in self.lru.borrow().values() {
+            if n >= pages {
+                break;
+            }
+            if let Some(f) = w.upgrade() {
+                let p = f.mapping().borrow().nrpages();
+                if p > 0 {
+                    n += p;
+                    v.push(f);
+                }
+            }
+        }
+        v
+    }
+
+    /// memory.events and reclaim counters.
+    pub fn events(&self) -> MemcgEvents {
+        self.events.get()
+    }
+
+    /// Updates the event counters.
+    pub fn update_events(&self, f: impl FnOnce(&mut MemcgEvents)) {
+        let mut e = self.events.get();
+        f(&mut e);
+        self.events.set(e);
+    }
+
+    /// The PSI memory counters brought up to `now`.
+    pub fn psi(&self, now: Time) -> PsiMem {
+        self.psi_advance(now);
+        self.psi.get()
+    }
+
+    /// Accumulates the stall time since the last change (`psi_group_change`'s
+    /// `record_times`).
+    fn psi_advance(&self, now: Time) {
+        let mut p = self.psi.get();
+        let dt = now.saturating_sub(p.last);
+        if p.nr_memstall > 0 {
+            p.some_ns += dt;
+            if p.nr_memstall >= self.tasks.borrow().len() as u64 {
+                p.full_ns += dt;
+            }
+        }
+        p.last = now;
+        self.psi.set(p);
+    }
+
+    /// `psi_memstall_enter` by a task of this memcg at `now`.
+    pub fn psi_memstall_enter(&self, now: Time) {
+        self.psi_advance(now);
+        let mut p = self.psi.get();
+        p.nr_memstall += 1;
+        self.psi.set(p);
+    }
+
+    /// `psi_memstall_leave` at `now`.
+    pub fn psi_memstall_leave(&self, now: Time) {
+        self.psi_advance(now);
+        let mut p = self.psi.get();
+        p.nr_memstall = p.nr_memstall.saturating_sub(1);
+        self.psi.set(p);
     }
 
     /// Unlinks a released cgwb.
@@ -109,6 +269,11 @@ impl MemcgTable {
             css_refs: Cell::new(0),
             cgwb_list: RefCell::new(Vec::new()),
             cgwb_list_closed: Cell::new(false),
+            usage: Cell::new(0),
+            events: Cell::new(MemcgEvents::default()),
+            psi: Cell::new(PsiMem::default()),
+            tasks: RefCell::new(BTreeSet::new()),
+            lru: RefCell::new(BTreeMap::new()),
         });
         MemcgTable {
             by_id: RefCell::new(BTreeMap::from([(ROOT_MEM_CGROUP_ID, root)])),
@@ -160,6 +325,11 @@ impl MemcgTable {
             css_refs: Cell::new(0),
             cgwb_list: RefCell::new(Vec::new()),
             cgwb_list_closed: Cell::new(false),
+            usage: Cell::new(0),
+            events: Cell::new(MemcgEvents::default()),
+            psi: Cell::new(PsiMem::default()),
+            tasks: RefCell::new(BTreeSet::new()),
+            lru: RefCell::new(BTreeMap::new()),
         });
         self.by_id.borrow_mut().insert(id, m.clone());
         self.by_cgroup.borrow_mut().insert(cgroup, id);
@@ -197,6 +367,21 @@ impl MemcgTable {
             .is_some_and(|m| !m.online() && m.css_refs() == 0 && id != ROOT_MEM_CGROUP_ID);
         if free {
             self.by_id.borrow_mut().remove(&id);
+        }
+    }
+
+    /// Every memcg still referenced, by id.
+    pub fn all(&self) -> Vec<Rc<MemCgroup>> {
+        self.by_id.borrow().values().cloned().collect()
+    }
+
+    /// `page_counter_uncharge` of `pages` from memcg `id` and its ancestors
+    /// (the counters are hierarchical, as they are charged).
+    pub fn uncharge(&self, id: u64, pages: u64) {
+        let mut cur = self.get(id);
+        while let Some(m) = cur {
+            m.uncharge(pages);
+            cur = m.parent.and_then(|p| self.get(p));
         }
     }
 

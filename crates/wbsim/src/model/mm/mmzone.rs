@@ -87,6 +87,11 @@ pub trait LruFile {
     fn mapping(&self) -> &RefCell<AddressSpace>;
     /// The wb the file's pages are accounted to.
     fn lru_wb(&self) -> Option<Rc<Wb>>;
+    /// Id of the memcg its pages are charged to (`folio_memcg`, one memcg
+    /// per file here); 0 when nothing was charged.
+    fn memcg_id(&self) -> u64 {
+        0
+    }
 }
 
 /// What reclaim needs from the layers above mm/: the files on the LRU and a

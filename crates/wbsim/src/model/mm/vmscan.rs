@@ -30,8 +30,9 @@
 //! Simplified: one LRU ordered by file (least recently used file first), and
 //! within a file clean pages before dirty and writeback ones (pages are
 //! written in order, so the dirty ones are the youngest); no active/inactive
-//! aging, refaults or shadow entries; no anonymous memory or swap; no memcg
-//! reclaim; PG_reclaim is one node-wide mark ("writeback pages met by a
+//! aging, refaults or shadow entries; no anonymous memory or swap; memcg
+//! reclaim ([`try_to_free_mem_cgroup_pages`]) walks the files charged to the
+//! memcg, oldest first, with the same per-page CPU; PG_reclaim is one node-wide mark ("writeback pages met by a
 //! previous pass"), not a per-folio flag; kswapd's short "nap" before full
 //! sleep and kcompactd are left out.
 
@@ -112,6 +113,8 @@ fn shrink_lru(
         if d.cached < 0 {
             st.reclaimed += (-d.cached) as u64;
             account_delta(mm, f.lru_wb().as_ref(), &d);
+            // mem_cgroup_uncharge of the freed folios.
+            mm.memcgs().uncharge(f.memcg_id(), (-d.cached) as u64);
         }
     }
     st.taken = st.reclaimed;
@@ -293,6 +296,54 @@ pub async fn try_to_free_pages(mm: &Rc<Mm>, nr: u64) -> u64 {
         pg.kswapd_failures.set(0);
     }
     pg.stats.borrow_mut().direct_reclaim_ns += mm.now() - start;
+    reclaimed
+}
+
+/// `try_to_free_mem_cgroup_pages()`: memcg-local reclaim of
+/// `max(nr, SWAP_CLUSTER_MAX)` pages from the files charged to memcg
+/// `memcg_id` (its LRU lists: `shrink_node_memcgs` visits only this memcg's
+/// lruvec), scanning `lru >> priority` of them per priority from
+/// DEF_PRIORITY down, in the calling task, which pays the CPU of every page
+/// scanned and freed on its own CPUs. Wakes the flushers when all it met
+/// was dirty. No node throttling (`reclaim_throttle` applies to global
+/// reclaim only, as `cgroup_reclaim` skips it). Returns the pages freed.
+pub async fn try_to_free_mem_cgroup_pages(mm: &Rc<Mm>, memcg_id: u64, nr: u64) -> u64 {
+    let Some(src) = mm.pgdat().source() else {
+        return 0;
+    };
+    // The memcg's own LRU (files are put on it at their first charge).
+    let memcg = mm.memcgs().get(memcg_id);
+    let nr_to_reclaim = nr.max(SWAP_CLUSTER_MAX);
+    let mut reclaimed = 0;
+    let mut priority = DEF_PRIORITY as i32;
+    while priority >= 0 && reclaimed < nr_to_reclaim {
+        // The memcg's LRU: pages charged to it; the oldest files reached.
+        let Some(mc) = &memcg else {
+            break;
+        };
+        let lru = mc.usage_pages();
+        if lru == 0 {
+            break;
+        }
+        let nr_to_scan = (lru >> priority).max(SWAP_CLUSTER_MAX.min(lru));
+        let files = mc.lru_oldest(nr_to_scan);
+        if files.is_empty() {
+            break;
+        }
+        let st = shrink_lru(mm, &files, nr_to_scan, nr_to_reclaim - reclaimed, false);
+        if let Some(m) = &memcg {
+            m.update_events(|e| {
+                e.pgscan += st.taken;
+                e.pgsteal += st.reclaimed;
+            });
+        }
+        charge_cpu(mm, &*src, &st).await;
+        reclaimed += st.reclaimed;
+        if st.unqueued_dirty > 0 && st.unqueued_dirty == st.taken {
+            wake_flushers(mm, &*src);
+        }
+        priority -= 1;
+    }
     reclaimed
 }
 

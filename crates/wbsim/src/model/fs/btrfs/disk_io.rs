@@ -303,6 +303,24 @@ impl BtrfsFsInfo {
         self.extents.borrow().clone()
     }
 
+    /// The current data extents of (`subvol`, `ino`) overlapping the file
+    /// bytes `[start, end)` (`btrfs_get_extent` through the extent map).
+    pub fn extents_in(&self, subvol: u64, ino: u64, start: u64, end: u64) -> Vec<DataExtent> {
+        self.extents
+            .borrow()
+            .iter()
+            .filter(|e| {
+                e.subvol == subvol && e.ino == ino && e.offset < end && start < e.offset + e.len
+            })
+            .copied()
+            .collect()
+    }
+
+    /// Records a new data extent of a file (a first write of its range).
+    pub fn add_extent(&self, e: DataExtent) {
+        self.extents.borrow_mut().push(e);
+    }
+
     /// Replaces the extent of (subvol, ino) at file `offset` by `new`
     /// (`btrfs_drop_extents` + inserting the new file extent item);
     /// returns the old one.

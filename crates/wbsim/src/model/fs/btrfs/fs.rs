@@ -8,7 +8,7 @@
 //! commit), space reservation, `TRANS_STATE_COMMIT_PREP`'s ordered-extent
 //! wait (no data path is wired yet).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use sim::Time;
 
@@ -65,6 +65,8 @@ pub struct BtrfsTransactions {
     last_committed: Cell<u64>,
     /// `fs_info->commit_stats`.
     stats: Cell<BtrfsCommitStats>,
+    /// Every commit: (start, duration), ns (the report's timeline).
+    log: RefCell<Vec<(Time, Time)>>,
 }
 
 impl BtrfsTransactions {
@@ -76,6 +78,7 @@ impl BtrfsTransactions {
             state: Cell::new(None),
             last_committed: Cell::new(generation),
             stats: Cell::new(BtrfsCommitStats::default()),
+            log: RefCell::new(Vec::new()),
         }
     }
 
@@ -141,6 +144,16 @@ impl BtrfsTransactions {
         s.max_commit_ns = s.max_commit_ns.max(ns);
         s.total_commit_ns += ns;
         self.stats.set(s);
+    }
+
+    /// Logs a commit that started at `start` and took `ns`.
+    pub fn log_commit(&self, start: Time, ns: Time) {
+        self.log.borrow_mut().push((start, ns));
+    }
+
+    /// Every commit so far: (start, duration), ns.
+    pub fn commit_log(&self) -> Vec<(Time, Time)> {
+        self.log.borrow().clone()
     }
 
     /// Ends the running transaction without any commit work (tests of COW

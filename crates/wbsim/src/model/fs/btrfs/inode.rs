@@ -19,10 +19,63 @@ use crate::model::fs::btrfs::ctree::{btrfs_search_slot, BtrfsPath, BTRFS_ITEM_SI
 use crate::model::fs::btrfs::delayed_ref::DelayedDataRefDrop;
 use crate::model::fs::btrfs::disk_io::{
     BtrfsFsInfo, DataExtent, BTRFS_DATA_EXTENT_ITEM_SIZE, BTRFS_EXTENT_DATA_KEY,
-    BTRFS_EXTENT_ITEM_KEY,
+    BTRFS_EXTENT_ITEM_KEY, BTRFS_FILE_EXTENT_ITEM_SIZE,
 };
 use crate::model::fs::btrfs::extent_io::{BtrfsKey, LeafItem};
 use crate::model::fs::btrfs::file_item::btrfs_csum_file_blocks;
+
+/// `btrfs_finish_one_ordered` for the first write of file bytes
+/// `[offset, offset + len)` of (`subvol`, `ino`): a new extent of the
+/// running transaction (joining or starting one), its checksums inserted,
+/// its file extent item in the fs tree and its extent item in the extent
+/// tree, each with a COW search. Returns the new extent.
+pub async fn btrfs_finish_ordered_new(
+    fs: &BtrfsFsInfo,
+    subvol: u64,
+    ino: u64,
+    offset: u64,
+    len: u64,
+) -> DataExtent {
+    let trans = fs.transactions().join();
+    let new = DataExtent {
+        bytenr: fs.alloc_data(len),
+        len,
+        subvol,
+        ino,
+        offset,
+        generation: trans.transid,
+    };
+    btrfs_csum_file_blocks(&trans, fs.csum_root(), new.bytenr, new.len).await;
+    if let Some(root) = fs.fs_root(subvol) {
+        let item = LeafItem {
+            key: BtrfsKey::new(ino, BTRFS_EXTENT_DATA_KEY, offset),
+            size: BTRFS_FILE_EXTENT_ITEM_SIZE,
+        };
+        let mut path = BtrfsPath::new();
+        let ins = (BTRFS_FILE_EXTENT_ITEM_SIZE + BTRFS_ITEM_SIZE) as i32;
+        btrfs_search_slot(Some(&trans), root, &item.key, &mut path, ins, true).await;
+        path.insert_item(item);
+    }
+    let item = LeafItem {
+        key: BtrfsKey::new(new.bytenr, BTRFS_EXTENT_ITEM_KEY, new.len),
+        size: BTRFS_DATA_EXTENT_ITEM_SIZE,
+    };
+    let mut path = BtrfsPath::new();
+    let ins = (BTRFS_DATA_EXTENT_ITEM_SIZE + BTRFS_ITEM_SIZE) as i32;
+    btrfs_search_slot(
+        Some(&trans),
+        fs.extent_root(),
+        &item.key,
+        &mut path,
+        ins,
+        true,
+    )
+    .await;
+    path.insert_item(item);
+    drop(path);
+    fs.add_extent(new);
+    new
+}
 
 /// Rewrites the extent of (`subvol`, `ino`) at file `offset` into a new
 /// extent of the running transaction (joining or starting one). Returns the

@@ -1,38 +1,45 @@
-//! A minimal btrfs (fs/btrfs): buffered writes and writeback through the
-//! generic paths, a bdi of its own per superblock (SB_I_PERSB_BDI, torn down
-//! with `bdi_unregister` at umount), no RWF_DONTCACHE, and transaction
-//! commits as the unit of durability: sync_fs(wait), fsync and the final
-//! commit of `close_ctree` at unmount.
+//! btrfs (fs/btrfs): buffered writes and writeback through the generic
+//! paths, a bdi of its own per superblock (SB_I_PERSB_BDI, torn down with
+//! `bdi_unregister` at umount), no RWF_DONTCACHE, and metadata as trees of
+//! extent buffers with rw_semaphore locks, changed by transactions.
 //!
-//! A commit, as modelled (`btrfs_commit_transaction` -> `write_all_supers`):
-//! if anything changed since the last commit, the dirty tree blocks are
-//! written ([`BTRFS_COMMIT_TREE_BYTES`]) and waited for; then a cache flush
-//! (`write_dev_flush`), the primary superblock with REQ_FUA and the mirror
-//! copy without, both waited for. `close_ctree` always commits (the
-//! superblock generation moves), then stops the cleaner and transaction
-//! kthreads and frees the trees ([`BTRFS_CLOSE_CTREE_CPU_NS`]).
-//!
-//! The metadata trees and transactions of issue #16 (experiment E2,
-//! stages 1 and 2) live in submodules laid out as the kernel's fs/btrfs/:
-//! [`extent_io`] (extent buffers), [`locking`] (tree block locks =
-//! rw_semaphores), [`ctree`] (geometry, `btrfs_search_slot` with lock
-//! coupling, COW and commit-root searches), [`file_item`] (csum items,
+//! The submodules are laid out as the kernel's fs/btrfs/: [`extent_io`]
+//! (extent buffers), [`locking`] (tree block locks = rw_semaphores),
+//! [`ctree`] (geometry, `btrfs_search_slot` with lock coupling, COW and
+//! commit-root searches), [`file_item`] (csum items,
 //! `btrfs_lookup_bio_sums` with the `csum_lookup` switch,
-//! `btrfs_del_csums`), [`inode`] (COW overwrite of an extent),
-//! [`delayed_ref`] and [`extent_tree`] (reference drops run at commit),
-//! [`fs`] and [`transaction`] (handles, states, `btrfs_commit_transaction`,
-//! `switch_commit_roots`, commit_stats, the transaction kthread),
-//! [`disk_io`] (the trees of a preloaded data set, `write_all_supers`).
-//! They are exercised by their own tests and NOT yet wired into this
-//! filesystem's paths: the commits below still use the fixed-cost model,
-//! so other scenarios are unchanged.
+//! `btrfs_del_csums`), [`inode`] (the ordered-extent end of a write: a new
+//! extent, or a COW overwrite), [`delayed_ref`] and [`extent_tree`]
+//! (reference drops run at commit), [`fs`] and [`transaction`] (handles,
+//! states, `btrfs_commit_transaction`, `switch_commit_roots`,
+//! commit_stats), [`disk_io`] (the trees of a preloaded data set,
+//! `write_all_supers`).
 //!
-//! Left out (later stages): wiring the trees in (reads looking up csums per
-//! bio, data writes as COW, sync(2)/syncfs and `commit=` driving the
-//! transaction kthread, commit_stats as run metrics), btree inode writeback
-//! and memcg charging, the log tree of fsync (an fsync commits here),
-//! multiple devices. The per-superblock state lives in [`Btrfs`] keyed by
-//! superblock id, so transaction state can be added beside it.
+//! Wired into the data paths here:
+//! - mount (`open_ctree`, on first use of the superblock): the trees of the
+//!   preloaded files ([`BtrfsOptions`]: `subvolumes` x `preload_files` of
+//!   `preload_size`, laid out without simulating their writes, generation
+//!   [`BTRFS_PRELOAD_GENERATION`]) and the transaction kthread committing
+//!   every `commit=` seconds;
+//! - buffered reads: before the read bio, `btrfs_lookup_bio_sums` per extent
+//!   of the range, in the current root with node read locks or (switch
+//!   `csum_lookup = commit_root_for_old`, extents older than the newest
+//!   transaction) in the commit root under `commit_root_sem`;
+//! - writeback: after `->writepages` wrote a file, the ordered-extent end
+//!   (`btrfs_finish_ordered_io`) runs in the writeback context: a file
+//!   without extents gets a new one; one with extents has each rewritten
+//!   (COW: new extent, csums inserted, the old extent's ref dropped through
+//!   a delayed ref whose run at commit deletes its csums);
+//! - sync_fs(wait), fsync and umount (`close_ctree`, which always commits)
+//!   run `btrfs_commit_transaction`, one committer at a time.
+//!
+//! Simplified: the ordered-extent end runs in the writeback context (the
+//! kernel's endio_write workers) and treats the whole file as rewritten;
+//! the data I/O goes to the file's fixed place on the device, not to the
+//! new extent's address; preloaded files are bound to VFS inodes in the
+//! order they are opened under `subvol<N>/`; no log tree (fsync commits),
+//! no btree inode page cache or its writeback under memory pressure, no
+//! space reservation or multiple devices.
 
 pub mod ctree;
 pub mod delayed_ref;
@@ -45,17 +52,27 @@ pub mod inode;
 pub mod locking;
 pub mod transaction;
 
-use std::cell::{Cell, RefCell};
-use std::collections::BTreeSet;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use sim::{Time, USEC};
 
-use crate::model::block::{Bio, BioFlags};
+use crate::model::fs::btrfs::disk_io::{
+    BtrfsFileSpec, BtrfsFsInfo, BTRFS_FIRST_FREE_OBJECTID, BTRFS_FS_TREE_OBJECTID,
+};
+use crate::model::fs::btrfs::file_item::btrfs_lookup_bio_sums;
+use crate::model::fs::btrfs::inode::{btrfs_finish_ordered_new, btrfs_finish_ordered_overwrite};
+use crate::model::fs::btrfs::transaction::{
+    btrfs_commit_transaction, BTRFS_DEFAULT_COMMIT_INTERVAL,
+};
+use crate::model::fs::inode::InodeRef;
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::{Filesystem, FsCosts, LocalBoxFuture};
-use crate::model::kernel::wait::WaitQueue;
+use crate::model::kernel::locking::{Mutex, RwsemParams};
+use crate::model::kernel::sched::CgroupId;
+use crate::model::mm::vmstat::PAGE_SIZE;
 
 /// CPU per page of a buffered write (`btrfs_buffered_write`: space
 /// reservation, extent locking, copy), ns: 3.02 us. Measured with `wbsim probe
@@ -75,18 +92,6 @@ pub const BTRFS_WRITE_CALL_NS: Time = 2_250;
 /// CPU per page submitted by `btrfs_writepages` (extent allocation, ordered
 /// extents, checksumming at submission is left out), ns: 0.8 us. Estimate.
 pub const BTRFS_WRITEPAGE_NS: Time = 800;
-/// Tree blocks written by a commit after changes, bytes: 64 KiB (four 16 KiB
-/// nodes: fs tree, extent tree, root tree, csum tree paths). Estimate.
-pub const BTRFS_COMMIT_TREE_BYTES: u64 = 64 << 10;
-/// Bytes of one superblock copy: 4 KiB (BTRFS_SUPER_INFO_SIZE).
-pub const BTRFS_SUPER_BYTES: u64 = 4 << 10;
-/// Byte offsets of the superblock copies written: the primary at 64 KiB and
-/// the first mirror at 64 MiB (`btrfs_sb_offset`; the 256 GiB mirror exists
-/// only on larger devices, and device capacity is not modelled).
-pub const BTRFS_SUPER_OFFSETS: [u64; 2] = [64 << 10, 64 << 20];
-/// CPU of one commit outside the I/O (`btrfs_commit_transaction`: running
-/// delayed items, switching roots), ns: 30 us. Estimate.
-pub const BTRFS_COMMIT_CPU_NS: Time = 30 * USEC;
 /// CPU of `close_ctree` outside the final commit (stopping the cleaner and
 /// transaction kthreads, freeing block groups, roots and caches), ns:
 /// 100 us. Estimate.
@@ -102,60 +107,148 @@ pub const BTRFS_COSTS: FsCosts = FsCosts {
     ..FsCosts::GENERIC
 };
 
+/// The mount and mkfs choices of one btrfs (`[[filesystem]] options`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BtrfsOptions {
+    /// `commit=`: the transaction kthread's interval, ns (default 30 s,
+    /// `BTRFS_DEFAULT_COMMIT_INTERVAL`).
+    pub commit_interval: Time,
+    /// Subvolumes holding preloaded files (`btrfs subvolume create`
+    /// beforehand): `subvol0` .. `subvol<N-1>` under the mount point.
+    pub subvolumes: u64,
+    /// Preloaded files per subvolume ("written beforehand": laid out on
+    /// disk with their trees, not simulated, not cached).
+    pub preload_files: u64,
+    /// Size of each preloaded file, bytes.
+    pub preload_size: u64,
+}
+
+impl Default for BtrfsOptions {
+    fn default() -> Self {
+        BtrfsOptions {
+            commit_interval: BTRFS_DEFAULT_COMMIT_INTERVAL,
+            subvolumes: 0,
+            preload_files: 0,
+            preload_size: 0,
+        }
+    }
+}
+
+/// The generation of the preloaded data set: the transaction that wrote it,
+/// committed before the run (any value below the first running one).
+pub const BTRFS_PRELOAD_GENERATION: u64 = 1;
+
+/// One mounted btrfs: its trees and transactions, and the lock serializing
+/// committers (a second committer waits for a commit in progress, as
+/// `btrfs_commit_transaction` waits on `cur_trans->commit_wait`, then
+/// commits whatever is new).
+struct BtrfsSb {
+    /// The trees (`fs_info`).
+    fs: Rc<BtrfsFsInfo>,
+    /// Serializes commits.
+    commit_mutex: Mutex,
+    /// Next preloaded inode index per subvolume (files opened there map to
+    /// the preloaded ones in order).
+    next_in_subvol: RefCell<BTreeMap<u64, u64>>,
+}
+
 /// The btrfs filesystem type.
 #[derive(Default)]
 pub struct Btrfs {
-    /// Superblocks whose running transaction has changes.
-    trans_dirty: RefCell<BTreeSet<u64>>,
+    /// Mount options.
+    opts: BtrfsOptions,
+    /// The mounted filesystems, by superblock id.
+    sbs: RefCell<BTreeMap<u64, Rc<BtrfsSb>>>,
+}
+
+/// The inode number a VFS inode of subvolume index `sv` (None: the top
+/// level) gets for btrfs inode `ino`: the subvolume in the high 32 bits.
+fn vfs_ino(sv: Option<u64>, ino: u64) -> u64 {
+    sv.map_or(0, |s| (s + 1) << 32) | ino
+}
+
+/// The btrfs (subvolume id, inode number) of a VFS inode number.
+fn btrfs_ino(vfs: u64) -> (u64, u64) {
+    match vfs >> 32 {
+        0 => (BTRFS_FS_TREE_OBJECTID, BTRFS_FIRST_FREE_OBJECTID + 1 + vfs),
+        s => (BTRFS_FIRST_FREE_OBJECTID + s - 1, vfs & 0xffff_ffff),
+    }
 }
 
 impl Btrfs {
+    /// A btrfs with default options.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// `btrfs_commit_transaction`; `force` commits even with no changes (as
+    /// A btrfs with the given options.
+    pub fn with_options(opts: BtrfsOptions) -> Self {
+        Btrfs {
+            opts,
+            sbs: RefCell::new(BTreeMap::new()),
+        }
+    }
+
+    /// The trees of `sb`, made on first use (`open_ctree` of the mount):
+    /// the preloaded files laid out, and the transaction kthread started.
+    fn sb_info(&self, m: &Machine, sb: &SuperBlock) -> Rc<BtrfsSb> {
+        if let Some(i) = self.sbs.borrow().get(&sb.id) {
+            return i.clone();
+        }
+        let o = self.opts;
+        // The top-level subvolume's root directory, then the data set.
+        let mut files = vec![BtrfsFileSpec {
+            subvol: BTRFS_FS_TREE_OBJECTID,
+            ino: BTRFS_FIRST_FREE_OBJECTID,
+            size: 0,
+        }];
+        for sv in 0..o.subvolumes {
+            for j in 0..o.preload_files {
+                files.push(BtrfsFileSpec {
+                    subvol: BTRFS_FIRST_FREE_OBJECTID + sv,
+                    ino: BTRFS_FIRST_FREE_OBJECTID + 1 + j,
+                    size: o.preload_size,
+                });
+            }
+        }
+        let fs = Rc::new(BtrfsFsInfo::open(
+            m.sched(),
+            m.locks(),
+            RwsemParams::default(),
+            META_OFFSET,
+            &files,
+            BTRFS_PRELOAD_GENERATION,
+        ));
+        let info = Rc::new(BtrfsSb {
+            fs: fs.clone(),
+            commit_mutex: Mutex::new(m.locks().class("btrfs-commit"), m.sched()),
+            next_in_subvol: RefCell::new(BTreeMap::new()),
+        });
+        self.sbs.borrow_mut().insert(sb.id, info.clone());
+        // transaction_kthread: commits every commit= seconds.
+        let (i2, dev, every) = (info.clone(), sb.device.clone(), o.commit_interval);
+        let sim = m.sim().clone();
+        m.sched()
+            .spawn_daemon("btrfs-transaction", CgroupId::ROOT, 0, async move {
+                loop {
+                    sim.sleep(every).await;
+                    let _g = i2.commit_mutex.lock().await;
+                    btrfs_commit_transaction(&i2.fs, dev.as_ref()).await;
+                }
+            });
+        info
+    }
+
+    /// `btrfs_commit_transaction` of `sb`'s running transaction, after any
+    /// commit in progress; `force` starts one to commit if none runs (as
     /// `close_ctree` does).
     async fn commit(&self, m: &Rc<Machine>, sb: &Rc<SuperBlock>, force: bool) {
-        let dirty = self.trans_dirty.borrow_mut().remove(&sb.id);
-        if !dirty && !force {
-            return;
+        let info = self.sb_info(m, sb);
+        let _g = info.commit_mutex.lock().await;
+        if force {
+            info.fs.transactions().join();
         }
-        m.sched().cpu(BTRFS_COMMIT_CPU_NS).await;
-        let Some(dev) = sb.device.clone() else {
-            return;
-        };
-        if dirty {
-            dev.submit_bio_wait(Bio::write(META_OFFSET, BTRFS_COMMIT_TREE_BYTES))
-                .await;
-        }
-        // write_all_supers: flush, then the primary with FUA, the mirror
-        // without; wait_dev_supers.
-        dev.flush().await;
-        let fua = BioFlags {
-            fua: true,
-            sync: true,
-            ..BioFlags::default()
-        };
-        let left = Rc::new(Cell::new(BTRFS_SUPER_OFFSETS.len()));
-        let wq = WaitQueue::new("btrfs:wait_dev_supers");
-        for (i, off) in BTRFS_SUPER_OFFSETS.iter().enumerate() {
-            let mut bio = Bio::write(*off, BTRFS_SUPER_BYTES);
-            if i == 0 {
-                bio = bio.with_flags(fua);
-            }
-            let (l, w) = (left.clone(), wq.clone());
-            dev.submit_bio(
-                bio,
-                Box::new(move || {
-                    l.set(l.get() - 1);
-                    w.wake_up_all();
-                }),
-            )
-            .await;
-        }
-        let l = left.clone();
-        wq.wait_event(m.sim(), move || l.get() == 0).await;
+        btrfs_commit_transaction(&info.fs, sb.device.as_ref()).await;
     }
 }
 
@@ -174,9 +267,74 @@ impl Filesystem for Btrfs {
     fn per_sb_bdi(&self) -> bool {
         true
     }
-    fn data_written(&self, sb: &SuperBlock) {
-        // New extents: extent, fs and csum trees change.
-        self.trans_dirty.borrow_mut().insert(sb.id);
+    fn alloc_ino(&self, m: &Machine, sb: &SuperBlock, dir: &str) -> Option<u64> {
+        // A file under `subvol<N>/` is the next preloaded file there.
+        let sv: u64 = dir.strip_prefix("subvol")?.parse().ok()?;
+        if sv >= self.opts.subvolumes {
+            return None;
+        }
+        let info = self.sb_info(m, sb);
+        let mut next = info.next_in_subvol.borrow_mut();
+        let j = next.entry(sv).or_insert(0);
+        let ino = BTRFS_FIRST_FREE_OBJECTID + 1 + *j;
+        *j += 1;
+        Some(vfs_ino(Some(sv), ino))
+    }
+    fn before_read_bio<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+        start: u64,
+        end: u64,
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            let info = self.sb_info(m, sb);
+            let fs = &info.fs;
+            let (subvol, ino) = btrfs_ino(inode.ino);
+            let (s, e) = (start * PAGE_SIZE, end * PAGE_SIZE);
+            // btrfs_submit_chunk -> btrfs_lookup_bio_sums, one bio per
+            // contiguous disk range (one extent here).
+            for x in fs.extents_in(subvol, ino, s, e) {
+                let from = s.max(x.offset);
+                let to = e.min(x.offset + x.len);
+                btrfs_lookup_bio_sums(
+                    fs.csum_root(),
+                    fs.commit_root_sem(),
+                    m.policies().csum_lookup,
+                    x.bytenr + (from - x.offset),
+                    to - from,
+                    x.generation,
+                    fs.transactions().generation(),
+                )
+                .await;
+            }
+        })
+    }
+    fn ordered_io_done<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            let info = self.sb_info(m, sb);
+            let fs = &info.fs;
+            let (subvol, ino) = btrfs_ino(inode.ino);
+            let size = inode.st.borrow().i_size.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+            if size == 0 {
+                return;
+            }
+            // The whole file was rewritten (the writes the model drives
+            // rewrite whole small files): COW every extent, or a new one.
+            let old = fs.extents_in(subvol, ino, 0, size);
+            if old.is_empty() {
+                btrfs_finish_ordered_new(fs, subvol, ino, 0, size).await;
+            }
+            for x in old {
+                btrfs_finish_ordered_overwrite(fs, subvol, ino, x.offset).await;
+            }
+        })
     }
     fn fsync_commit<'a>(
         &'a self,
@@ -207,6 +365,29 @@ impl Filesystem for Btrfs {
         Box::pin(async move {
             self.commit(m, sb, true).await;
             m.sched().cpu(BTRFS_CLOSE_CTREE_CPU_NS).await;
+            self.sbs.borrow_mut().remove(&sb.id);
         })
+    }
+    fn stats(&self, sb: &SuperBlock) -> Vec<(&'static str, &'static str, f64)> {
+        let Some(info) = self.sbs.borrow().get(&sb.id).cloned() else {
+            return Vec::new();
+        };
+        let c = info.fs.transactions().commit_stats();
+        let ms = |ns: Time| ns as f64 / 1e6;
+        vec![
+            ("commits", "count", c.commits as f64),
+            ("last_commit", "ms", ms(c.last_commit_ns)),
+            ("max_commit", "ms", ms(c.max_commit_ns)),
+            ("total_commit", "ms", ms(c.total_commit_ns)),
+            ("cow_blocks", "count", info.fs.ctx().cow_blocks() as f64),
+            ("tree_searches", "count", info.fs.ctx().searches() as f64),
+        ]
+    }
+    fn commit_log(&self, sb: &SuperBlock) -> Vec<(Time, Time)> {
+        self.sbs
+            .borrow()
+            .get(&sb.id)
+            .map(|i| i.fs.transactions().commit_log())
+            .unwrap_or_default()
     }
 }

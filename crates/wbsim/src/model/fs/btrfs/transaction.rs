@@ -94,6 +94,7 @@ pub async fn btrfs_commit_transaction(fs: &BtrfsFsInfo, dev: Option<&BlockDevice
     tr.set_state(transid, TransState::SuperCommitted);
     let ns = sim.now() - t0;
     tr.end_commit_of(transid, ns);
+    tr.log_commit(t0, ns);
     Some(ns)
 }
 

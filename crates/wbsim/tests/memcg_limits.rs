@@ -1,0 +1,136 @@
+//! Memory cgroup charging and limits (mm/memcontrol.rs, the memcg side of
+//! mm/vmscan.rs): page cache charged to the reader's memcg, memory.high
+//! enforced by reclaim on the return to user space, memory.max by reclaim
+//! at charge time, the penalty sleep with its cap, and memory.pressure.
+
+use std::rc::Rc;
+
+use sim::{Sim, SEC};
+use wbsim::model::block::{BlockDevice, DeviceProfile};
+use wbsim::model::fs::ext4::Ext4;
+use wbsim::model::fs::read_write::{create_file, vfs_read, IoFlags};
+use wbsim::model::fs::super_::sget;
+use wbsim::model::init::MachineConfig;
+use wbsim::model::machine::Machine;
+use wbsim::model::mm::backing_dev::BdiSettings;
+use wbsim::model::mm::memcontrol::{
+    calculate_high_delay, calculate_overage, mem_cgroup_css_online, mem_cgroup_handle_over_high,
+    MEMCG_CHARGE_BATCH,
+};
+use wbsim::model::mm::vmstat::PAGE_SIZE;
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn high_delay_is_the_kernels_quadratic_penalty() {
+    // Twice the limit: overage 1.0 (1 << 20), penalty 64 * HZ jiffies per
+    // batch (before the 2 s cap the caller applies).
+    assert_eq!(calculate_overage(2000, 1000), 1 << 20);
+    assert_eq!(
+        calculate_high_delay(MEMCG_CHARGE_BATCH, 1 << 20, 1000),
+        64_000
+    );
+    // 1% over: 10485 -> 10485^2 * 1000 >> 34 = 6 jiffies (under HZ/100: no sleep).
+    assert_eq!(calculate_overage(1010, 1000), 10_485);
+    assert_eq!(calculate_high_delay(MEMCG_CHARGE_BATCH, 10_485, 1000), 6);
+    assert_eq!(calculate_overage(900, 1000), 0);
+    assert_eq!(calculate_high_delay(64, 0, 1000), 0);
+}
+
+fn machine(sim: &Sim) -> (Rc<Machine>, Rc<wbsim::model::fs::vfs::SuperBlock>) {
+    let m = Machine::new(sim, MachineConfig::new(2, 4 << 30)).unwrap();
+    let dev = BlockDevice::new(sim, "nvme0n1", DeviceProfile::nvme_dc());
+    let sb = sget(&m, "data", Rc::new(Ext4), Some(dev), BdiSettings::default());
+    (m, sb)
+}
+
+/// Reads `total` bytes in 128 KiB reads in a task of a cgroup with the
+/// given limits; returns the machine and the memcg's id.
+fn read_in_memcg(high: Option<u64>, max: Option<u64>, total: u64) -> (Rc<Machine>, u64) {
+    let sim = Sim::new(1);
+    let (m, sb) = machine(&sim);
+    let cg = m.sched().add_cgroup("bad", None).unwrap();
+    let memcg = mem_cgroup_css_online(m.mm(), cg, "bad", high, max);
+    let f = create_file(&m, &sb);
+    let m2 = m.clone();
+    let h = m.sched().spawn("reader", cg, 0, async move {
+        let mut pos = 0;
+        let mut peak = 0;
+        while pos < total {
+            vfs_read(&m2, &f, pos, 128 << 10, IoFlags::default())
+                .await
+                .unwrap();
+            peak = peak.max(m2.mm().memcgs().get(2).unwrap().usage_pages());
+            pos += 128 << 10;
+        }
+        peak
+    });
+    sim.run_until(60 * SEC).unwrap();
+    let peak = h.result().expect("reader finished");
+    if let Some(max) = max {
+        assert!(peak <= max / PAGE_SIZE, "peak {peak} over memory.max");
+    }
+    (m, memcg.id)
+}
+
+#[test]
+fn memory_high_is_enforced_by_reclaim_on_return_to_user_space() {
+    let (m, id) = read_in_memcg(Some(64 * MIB), None, 512 * MIB);
+    let memcg = m.mm().memcgs().get(id).unwrap();
+    let usage = memcg.usage_pages();
+    let ev = memcg.events();
+    eprintln!("usage {usage} {ev:?} psi {:?}", memcg.psi(m.now()));
+    // Within 1.25% + one read of the limit (the no-penalty band).
+    let high = 64 * MIB / PAGE_SIZE;
+    assert!(usage <= high + high / 80 + 32, "usage {usage}");
+    // Everything read beyond the limit was reclaimed from this memcg.
+    assert!(ev.pgsteal >= (512 - 64 - 2) * MIB / PAGE_SIZE, "{ev:?}");
+    assert!(ev.high > 0);
+    // One reader: reclaim always catches up, no penalty sleep.
+    assert_eq!(ev.penalty_sleeps, 0);
+    // Reclaim is a memory stall: memory.pressure "some" grew; with the only
+    // task stalled, "full" equals it.
+    let psi = memcg.psi(m.now());
+    assert!(psi.some_ns > 0 && psi.full_ns == psi.some_ns, "{psi:?}");
+    // Counters are hierarchical: the root holds its child's charge.
+    assert_eq!(m.mm().memcgs().root().usage_pages(), usage);
+}
+
+#[test]
+fn memory_max_reclaims_at_charge_time() {
+    let (m, id) = read_in_memcg(None, Some(32 * MIB), 256 * MIB);
+    let memcg = m.mm().memcgs().get(id).unwrap();
+    let ev = memcg.events();
+    assert!(ev.max > 0 && ev.oom == 0, "{ev:?}");
+    assert!(ev.pgsteal >= (256 - 32 - 1) * MIB / PAGE_SIZE, "{ev:?}");
+}
+
+#[test]
+fn over_high_with_nothing_to_reclaim_sleeps_the_capped_penalty() {
+    let sim = Sim::new(1);
+    let (m, sb) = machine(&sim);
+    let cg = m.sched().add_cgroup("bad", None).unwrap();
+    let memcg = mem_cgroup_css_online(m.mm(), cg, "bad", Some(16 * MIB), None);
+    // Register the filesystems with reclaim (a read does), then charge
+    // twice the limit with nothing on the memcg's LRU.
+    let f = create_file(&m, &sb);
+    let (m2, mc) = (m.clone(), memcg.clone());
+    let h = m.sched().spawn("t", cg, 0, async move {
+        vfs_read(&m2, &f, 0, 4096, IoFlags::default())
+            .await
+            .unwrap();
+        // The page read is the file's, charged to "bad"; drop it from the
+        // count so that only the artificial charge remains.
+        mc.charge(2 * 16 * MIB / PAGE_SIZE, None);
+        let t0 = m2.now();
+        let slept = mem_cgroup_handle_over_high(m2.mm(), &mc, MEMCG_CHARGE_BATCH).await;
+        (slept, m2.now() - t0)
+    });
+    sim.run_until(10 * SEC).unwrap();
+    let (slept, _) = h.result().unwrap();
+    // Reclaim freed the one page, then nothing: MEMCG_MAX_HIGH_DELAY_JIFFIES
+    // (2 s), ended by the timer wheel at its level's granularity (< 1/8).
+    assert!((2 * SEC..2 * SEC + SEC / 4).contains(&slept), "{slept}");
+    assert_eq!(memcg.events().penalty_sleeps, 1);
+    assert!(memcg.psi(m.now()).some_ns >= 2 * SEC);
+}
