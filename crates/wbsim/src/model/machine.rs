@@ -49,6 +49,8 @@ pub struct WbCtxStat {
 pub struct MemcgStat {
     /// cgroupfs name.
     pub name: String,
+    /// Still online (not rmdir'd) at the end of the run.
+    pub online: bool,
     /// memory.current, pages.
     pub usage_pages: u64,
     /// memory.events, reclaim and penalty counters.
@@ -94,6 +96,7 @@ impl Machine {
             .filter(|m| m.parent.is_some())
             .map(|m| MemcgStat {
                 name: m.name.clone(),
+                online: m.online(),
                 usage_pages: m.usage_pages(),
                 events: m.events(),
                 psi: m.psi(now),

@@ -229,32 +229,63 @@ fn fs_stats(world: &World, metrics: &mut Metrics) {
 }
 
 /// Memory cgroups at the end of the run (memory.current, memory.events,
-/// reclaim and penalty counters, memory.pressure totals).
+/// reclaim and penalty counters, memory.pressure totals): one set per memcg
+/// still online, as cgroupfs lists them, and the memcgs removed during the
+/// run (an actor's mkdir/rmdir churn makes thousands) summed into
+/// `memcg.offline.*` with their `count`.
 fn memcgs(m: &crate::model::machine::Machine, metrics: &mut Metrics) {
+    let mut offline: Option<(u64, crate::model::machine::MemcgStat)> = None;
     for s in m.memcg_stats() {
-        let p = format!("memcg.{}", s.name);
-        let e = &s.events;
-        metrics.set(
-            &format!("{p}.usage"),
-            "MiB",
-            (s.usage_pages * PAGE_SIZE) as f64 / MIB,
-        );
-        for (k, v) in [
-            ("high_events", e.high),
-            ("max_events", e.max),
-            ("oom", e.oom),
-            ("pgsteal", e.pgsteal),
-            ("penalty_sleeps", e.penalty_sleeps),
-        ] {
-            metrics.set(&format!("{p}.{k}"), "count", v as f64);
+        if s.online {
+            memcg_metrics(&format!("memcg.{}", s.name), &s, metrics);
+            continue;
         }
-        for (k, v) in [
-            ("penalty", e.penalty_ns),
-            ("psi_some", s.psi.some_ns),
-            ("psi_full", s.psi.full_ns),
-        ] {
-            metrics.set(&format!("{p}.{k}"), "ms", v as f64 / 1e6);
+        match &mut offline {
+            None => offline = Some((1, s)),
+            Some((n, t)) => {
+                *n += 1;
+                t.usage_pages += s.usage_pages;
+                let (e, f) = (&mut t.events, &s.events);
+                e.high += f.high;
+                e.max += f.max;
+                e.oom += f.oom;
+                e.pgsteal += f.pgsteal;
+                e.penalty_sleeps += f.penalty_sleeps;
+                e.penalty_ns += f.penalty_ns;
+                t.psi.some_ns += s.psi.some_ns;
+                t.psi.full_ns += s.psi.full_ns;
+            }
         }
+    }
+    if let Some((n, t)) = offline {
+        metrics.set("memcg.offline.count", "count", n as f64);
+        memcg_metrics("memcg.offline", &t, metrics);
+    }
+}
+
+/// One memcg's (or a sum's) metrics under prefix `p`.
+fn memcg_metrics(p: &str, s: &crate::model::machine::MemcgStat, metrics: &mut Metrics) {
+    let e = &s.events;
+    metrics.set(
+        &format!("{p}.usage"),
+        "MiB",
+        (s.usage_pages * PAGE_SIZE) as f64 / MIB,
+    );
+    for (k, v) in [
+        ("high_events", e.high),
+        ("max_events", e.max),
+        ("oom", e.oom),
+        ("pgsteal", e.pgsteal),
+        ("penalty_sleeps", e.penalty_sleeps),
+    ] {
+        metrics.set(&format!("{p}.{k}"), "count", v as f64);
+    }
+    for (k, v) in [
+        ("penalty", e.penalty_ns),
+        ("psi_some", s.psi.some_ns),
+        ("psi_full", s.psi.full_ns),
+    ] {
+        metrics.set(&format!("{p}.{k}"), "ms", v as f64 / 1e6);
     }
 }
 
