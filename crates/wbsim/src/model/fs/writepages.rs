@@ -124,6 +124,15 @@ async fn submit_page_range(
             IOEND_BATCH_SIZE - (io.borrow().end - io.borrow().start)
         });
         let e = end.min(s + max_pages).min(s.saturating_add(room));
+        // Whole folios per bio: a large folio's writeback ends only when all
+        // of its blocks are written (iomap counts them in the folio's
+        // `write_bytes_pending`); the device splits the bio into requests of
+        // at most max_request_bytes and completes it with the last one.
+        let e = inode
+            .mapping
+            .borrow()
+            .folio_end(e - 1, end)
+            .clamp(e, end.max(e));
         let bio = Bio::write(inode.disk_base + s * PAGE_SIZE, (e - s) * PAGE_SIZE);
         let wm = Rc::downgrade(m);
         let wsb = Rc::downgrade(sb);
