@@ -69,6 +69,9 @@ pub struct JobStats {
     pub events_last: BTreeMap<&'static str, u64>,
     /// First error (errno name), if the job failed (fio's `error`).
     pub error: Option<String>,
+    /// The files its clones opened (once each): what its per-job page and
+    /// tracepoint counts are attributed by.
+    pub files: Vec<File>,
 }
 
 impl JobStats {
@@ -99,6 +102,16 @@ impl JobStats {
             events_first: None,
             events_last: BTreeMap::new(),
             error: None,
+            files: Vec::new(),
+        }
+    }
+
+    /// Notes files a clone of the job opened (each inode once).
+    pub fn note_files(&mut self, files: &[File]) {
+        for f in files {
+            if !self.files.iter().any(|g| Rc::ptr_eq(&g.inode, &f.inode)) {
+                self.files.push(f.clone());
+            }
         }
     }
 }

@@ -179,6 +179,9 @@ pub enum FsType {
     Xfs,
     /// `fs/btrfs`.
     Btrfs,
+    /// No filesystem: the block device itself, opened as a file
+    /// (`block/fops.c`); every path under the mount point is the device.
+    Bdev,
 }
 
 impl FsType {
@@ -188,6 +191,7 @@ impl FsType {
         ("ext4", FsType::Ext4),
         ("xfs", FsType::Xfs),
         ("btrfs", FsType::Btrfs),
+        ("bdev", FsType::Bdev),
     ];
 
     /// The spelling (as in `mount -t`).
@@ -197,6 +201,7 @@ impl FsType {
             FsType::Ext4 => "ext4",
             FsType::Xfs => "xfs",
             FsType::Btrfs => "btrfs",
+            FsType::Bdev => "bdev",
         }
     }
 
@@ -220,6 +225,8 @@ impl FsType {
             ],
             // btrfs commit= (seconds), subvolumes (E2: files in subvolumes).
             FsType::Btrfs => &["commit", "subvolumes", "nr_wb_ctx"],
+            // The device's capacity (the device model has none).
+            FsType::Bdev => &["capacity"],
         }
     }
 }

@@ -264,6 +264,12 @@ pub trait Filesystem {
             drop(ilock);
         })
     }
+    /// Sets up a new inode the filesystem gives a size or blocks at birth
+    /// (a block device's inode: its capacity, all blocks written). Default:
+    /// nothing, an empty file.
+    fn init_inode(&self, inode: &Inode) {
+        let _ = inode;
+    }
     /// Byte offset on the device where a new file's data goes.
     fn place_file(&self, sb: &SuperBlock, ino: u64) -> u64 {
         // One 1 GiB region per file: sequential files give sequential I/O and
@@ -392,6 +398,7 @@ impl SuperBlock {
             m.sched(),
         );
         let inode = Inode::new(ino, self.id, base, m.now(), (i_rwsem, ilock));
+        self.fs.init_inode(&inode);
         self.inodes.borrow_mut().insert(ino, inode.clone());
         inode
     }
