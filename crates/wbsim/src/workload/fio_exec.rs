@@ -503,7 +503,6 @@ async fn run_clone(
         let s = &mut jobs[stats_id];
         let from = now + job.ramp_time_ns;
         s.start_ns = Some(s.start_ns.map_or(from, |t| t.min(from)));
-        s.events_first.get_or_insert_with(|| w.m.events());
     }
     if job.ioengine == IoEngine::IoUring {
         run_io_uring(w, job, jobnum, &st, stats_id, flow.as_deref()).await;
@@ -560,7 +559,6 @@ fn finish_stats(w: &World, stats_id: usize, error: Option<&str>, now: Time) {
     let s = &mut jobs[stats_id];
     s.running = s.running.saturating_sub(1);
     s.end_ns = Some(s.end_ns.map_or(now, |t| t.max(now)));
-    w.m.events_into(&mut s.events_last);
     if s.error.is_none() {
         s.error = error.map(str::to_string);
     }

@@ -727,6 +727,12 @@ impl Machine {
         self.k.count_event(name);
     }
 
+    /// Counts one hit of a tracepoint about `inode` (attributable to the
+    /// files a workload uses).
+    pub fn count_inode_event(&self, name: &'static str, inode: &Inode) {
+        self.k.count_inode_event(name, (inode.sb_id, inode.ino));
+    }
+
     /// Records an invariant violation.
     pub fn violation(&self, what: String) {
         self.k.violation(what);

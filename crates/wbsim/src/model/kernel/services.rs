@@ -147,6 +147,12 @@ impl Kernel {
         self.stats.count_event(name);
     }
 
+    /// Counts one hit of a tracepoint about inode `key` (superblock id,
+    /// inode number).
+    pub fn count_inode_event(&self, name: &'static str, key: super::stats::InodeKey) {
+        self.stats.count_inode_event(name, key);
+    }
+
     /// Records an invariant violation, stamped with the simulated time
     /// (`t=NS ns: WHAT`; WHAT names the objects involved).
     pub fn violation(&self, what: String) {
