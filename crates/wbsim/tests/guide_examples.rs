@@ -49,11 +49,9 @@ fn blocks(guide: &str) -> Vec<(String, String)> {
 
 #[test]
 fn guide_examples_check_and_run() {
-    let guide = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../docs/guide.md"
-    ))
-    .expect("docs/guide.md");
+    let guide =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/guide.md"))
+            .expect("docs/guide.md");
     let found = blocks(&guide);
     let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
     assert!(
@@ -76,7 +74,11 @@ fn guide_examples_check_and_run() {
         }
         let r = wbsim(&dir, &args);
         assert!(r.status.success(), "run {name}:\n{}", text(&r));
-        assert!(text(&r).contains("no violation"), "run {name}:\n{}", text(&r));
+        assert!(
+            text(&r).contains("no violation"),
+            "run {name}:\n{}",
+            text(&r)
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,8 +13,17 @@
 //! (`norandommap` turns it off: uniform draws that may repeat). It stops after `size` bytes x `loops`, at
 //! `runtime` (`time_based` keeps looping until then), or when the run ends.
 //! `fsync=N` calls fsync(2) after every N writes, `end_fsync`/`fsync_on_close`
-//! once per file at the end. `rate` paces issue; `ramp_time` delays
-//! statistics.
+//! once per file at the end. `rate` paces issue (linearly, or with
+//! exponential gaps for `rate_process=poisson`); `ramp_time` delays
+//! statistics. Each clone works in its region (`offset` + `jobnum` x
+//! `offset_increment`, `size` long, or the rest of the file when the job
+//! has no size); sequential offsets follow `rw=...:N` skips and
+//! `zonemode=strided`; `thinktime` idles after each I/O, `number_ios` ends
+//! the clone, `sync=1` ends each write with a data-integrity fsync,
+//! `wait_for` delays the start, `flow` shares issue between jobs as fio's
+//! `flow.c` does. Trim patterns end the clone with ENOTTY on a regular file
+//! (fio's BLKDISCARD) and are an error on a block device (not modelled).
+//! The `mmap` engine runs as buffered reads and writes.
 //!
 //! The io_uring engine (fio's `engines/io_uring.c` driven by `do_io`) runs
 //! one submitting task per clone with a ring of `iodepth` entries
