@@ -58,7 +58,11 @@ fn e5_kick_beats_inline_and_leaves_buffered_and_direct_alone() {
         );
     }
 
-    // Page cache growth under RWF_DONTCACHE stays far below buffered's.
+    // Page cache under RWF_DONTCACHE stays well below buffered's. Since
+    // peak_cached is the job's own file (not the machine's), the kick
+    // variant's random dontcache writer holds ~44 MiB of its file at its
+    // peak against ~250 MiB buffered: the bound is 4x, not the 20x the
+    // machine-wide figure met (open question in the fioguide report).
     for r in [&inline, &kick] {
         for pat in ["seq", "rand"] {
             let dc = stat(
@@ -68,7 +72,7 @@ fn e5_kick_beats_inline_and_leaves_buffered_and_direct_alone() {
             );
             let buf = stat(r, &format!("fio.{pat}-write-buffered.peak_cached"), "value");
             assert!(
-                dc * 20.0 < buf,
+                dc * 4.0 < buf,
                 "[{}] {pat}: dontcache peak cached {dc} MiB vs buffered {buf}",
                 r.variant
             );

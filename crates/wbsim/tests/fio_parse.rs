@@ -182,13 +182,13 @@ fn comments_blank_lines_and_bare_flags() {
 
 #[test]
 fn unknown_option_names_file_line_option_and_job() {
-    let e = err_of("[global]\nsize=1g\n\n[seq]\nrw=write\nbs=1m\nlatency_target=8\n");
+    let e = err_of("[global]\nsize=1g\n\n[seq]\nrw=write\nbs=1m\nread_iolog=trace\n");
     assert_eq!(e.line, 7);
-    assert_eq!(e.option.as_deref(), Some("latency_target"));
+    assert_eq!(e.option.as_deref(), Some("read_iolog"));
     assert_eq!(e.kind, FioErrorKind::UnknownOption);
     let msg = e.to_string();
     assert!(
-        msg.starts_with("jobs/t.fio:7: unknown option 'latency_target' in job 'seq' (supported: "),
+        msg.starts_with("jobs/t.fio:7: unknown option 'read_iolog' in job 'seq' (supported: "),
         "{msg}"
     );
     assert!(
@@ -222,7 +222,7 @@ fn bad_values_name_line_and_option() {
         ("[j]\nsize=1g\nnumjobs=0\n", 3, "numjobs"),
         ("[j]\nsize=1g\nioengine=posixaio\n", 3, "ioengine"),
         ("[j]\nsize=1g\nrw=randwrite:8\n", 3, "rw"),
-        ("[j]\nsize=1g\nrw=trim\n", 3, "rw"),
+        ("[j]\nsize=1g\nrw=trimwrite\n", 3, "rw"),
         ("[j]\nsize=1g\nbs=4k-8k\n", 3, "bs"),
         ("[j]\nsize=1g\nbs=0\n", 3, "bs"),
         ("[j]\nsize=1g\nstartdelay=5-10\n", 3, "startdelay"),

@@ -1,5 +1,7 @@
 //! `wbsim check SCENARIO`: validate a scenario (and its fio jobs and every
-//! variant and sweep point) without running it.
+//! variant and sweep point) without running it. A fio job file (any name but
+//! `.toml`) is checked as `wbsim run JOB.fio` would run it, on the default
+//! machine, filesystem and device.
 
 use std::path::PathBuf;
 
@@ -10,7 +12,7 @@ use crate::experiment::{scenario, validate};
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// The scenario file (TOML).
+    /// The scenario file (TOML), or a fio job file (any other name).
     pub scenario: PathBuf,
     /// Refuse a scenario whose run is estimated to need more memory than
     /// this (bytes, or 4g, 512m...); the same limit `wbsim run` applies.
@@ -26,7 +28,17 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
-    let sc = scenario::load(&a.scenario)?;
+    let sc = if crate::cli::fio_run::is_fio_file(&a.scenario) {
+        let target = crate::cli::fio_run::Target {
+            machine: crate::cli::fio_run::DEFAULT_MACHINE.to_string(),
+            fs: crate::cli::fio_run::DEFAULT_FS.to_string(),
+            device: crate::cli::fio_run::DEFAULT_DEVICE.to_string(),
+            duration_ns: None,
+        };
+        crate::cli::fio_run::build(&a.scenario, &target)?.0
+    } else {
+        scenario::load(&a.scenario)?
+    };
     let summary = validate::validate_with_limit(&sc, a.max_memory, a.per_job)?;
     let nr_jobs = summary.fio_jobs;
     let runs = plan(&sc, &RunOptions::default())?;

@@ -9,8 +9,12 @@
 //! filesystem, mounted at [`DEFAULT_MOUNTPOINT`]. Absolute `directory=` /
 //! `filename=` paths (fio's examples use e.g. `directory=/mount-point-of-ssd`)
 //! make that directory the mount point, so the job writes where it says; when
-//! the absolute paths share no directory other than `/`, or name a raw block
-//! device (`/dev/...`), it is an error naming the file, line and option.
+//! the absolute paths share no directory other than `/` it is an error naming
+//! the file, line and option. A job file naming block devices (`/dev/...`)
+//! runs on the device itself: no filesystem, the `bdev` type mounted on
+//! `/dev` (every path under it is the one device, of
+//! [`crate::model::fs::block_dev::DEFAULT_BDEV_CAPACITY`]); `--fs` is then
+//! ignored. Character devices (`/dev/null`) are an error.
 
 use std::path::{Path, PathBuf};
 
@@ -129,9 +133,57 @@ pub fn duration_for(jf: &JobFile, given: Option<u64>) -> u64 {
     total.saturating_add(DURATION_SLACK_NS)
 }
 
+/// Character devices fio examples use as a sink or source: not storage.
+const CHAR_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"];
+
+/// Whether the job file names block devices (`/dev/...`): then the run has
+/// no filesystem, the device is opened as a file ([`FsType::Bdev`] mounted
+/// on `/dev`). Mixing devices and files, or naming a character device, is
+/// an error naming the option.
+fn uses_block_device(jf: &JobFile) -> Result<bool, FioError> {
+    let mut dev: Option<bool> = None;
+    for job in &jf.jobs {
+        let opt = if job.filename.is_some() {
+            "filename"
+        } else {
+            "directory"
+        };
+        for inst in job.instances() {
+            for f in &inst.files {
+                let is_dev = f.starts_with("/dev/");
+                if CHAR_DEVICES.iter().any(|c| f == c) {
+                    return Err(job.error_at(
+                        opt,
+                        format!(
+                            "'{f}' is a character device, not storage: wbsim models \
+                             files and block devices"
+                        ),
+                    ));
+                }
+                match dev {
+                    Some(d) if d != is_dev => {
+                        return Err(job.error_at(
+                            opt,
+                            format!(
+                                "'{f}': the job file mixes block devices (/dev/...) and \
+                                 files; wbsim runs one or the other"
+                            ),
+                        ))
+                    }
+                    _ => dev = Some(is_dev),
+                }
+            }
+        }
+    }
+    Ok(dev.unwrap_or(false))
+}
+
 /// The directory the job file's absolute paths share (None if they are all
 /// relative). Errors name the option that points elsewhere.
 fn mountpoint_for(jf: &JobFile) -> Result<Option<String>, FioError> {
+    if uses_block_device(jf)? {
+        return Ok(Some("/dev".to_string()));
+    }
     let mut common: Option<(Vec<String>, String, String)> = None;
     for job in &jf.jobs {
         for inst in job.instances() {
@@ -144,16 +196,6 @@ fn mountpoint_for(jf: &JobFile) -> Result<Option<String>, FioError> {
                 } else {
                     "directory"
                 };
-                if f.starts_with("/dev/") {
-                    return Err(job.error_at(
-                        opt,
-                        format!(
-                            "'{f}' is a device node: wbsim runs fio jobs on files of a \
-                             simulated filesystem, not on raw block devices; drop the \
-                             path (files go to {DEFAULT_MOUNTPOINT}) or name a directory"
-                        ),
-                    ));
-                }
                 let dir: Vec<String> = Path::new(f)
                     .parent()
                     .map(|p| {
@@ -244,6 +286,12 @@ pub fn build(path: &Path, target: &Target) -> anyhow::Result<(Scenario, JobFile)
         );
     }
     let mountpoint = mountpoint_for(&jf)?.unwrap_or_else(|| DEFAULT_MOUNTPOINT.to_string());
+    // A job file on /dev/... runs on the device itself, whatever --fs says.
+    let fs_type = if mountpoint == "/dev" {
+        FsType::Bdev
+    } else {
+        fs_type
+    };
     let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let stem = path
         .file_stem()

@@ -274,7 +274,13 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 r.host.date = crate::cli::today();
                 let jobs = scenario_fio_jobs(&sc, &v.name);
                 r.not_modelled = jobs.1;
-                r.unfinished_jobs = unfinished_jobs(&r, &jobs.0);
+                // The runner flags jobs still running at the end; add those
+                // whose I/O fell short of their size otherwise.
+                for j in unfinished_jobs(&r, &jobs.0) {
+                    if !r.unfinished_jobs.contains(&j) {
+                        r.unfinished_jobs.push(j);
+                    }
+                }
                 for p in fio_output::write_logs(&r, &jobs.0, &a.log_dir)? {
                     eprintln!("wbsim run: fio log {}", p.display());
                 }
@@ -437,7 +443,10 @@ pub fn print_summary(out: &mut impl Write, r: &Results, path: &Path) -> std::io:
         "metric", "mean|value", "+-sd%", "p50", "p99", "p99.9", "max"
     )?;
     for (name, m) in &r.metrics {
-        let f = |s: &str| m.stat(s).map_or("-".to_string(), fmt_num);
+        let f = |s: &str| {
+            m.stat(s)
+                .map_or("-".to_string(), |v| fmt_value(v, m.unit(), s == "mean"))
+        };
         if m.stat("value").is_some() {
             writeln!(
                 out,
@@ -513,6 +522,23 @@ pub fn print_summary(out: &mut impl Write, r: &Results, path: &Path) -> std::io:
 /// Invariant violations printed by [`print_summary`] (all are in the
 /// results file).
 const PRINTED_VIOLATIONS: usize = 20;
+/// Units whose values are whole numbers (counts of things).
+const COUNT_UNITS: &[&str] = &["count", "events", "pages", "rounds"];
+
+/// A value of a metric in `unit`: counts as integers (a mean of counts may
+/// have a fraction), anything else by [`fmt_num`].
+pub fn fmt_value(v: f64, unit: &str, is_mean: bool) -> String {
+    if !is_mean
+        && COUNT_UNITS.contains(&unit)
+        && v.is_finite()
+        && v.fract() == 0.0
+        && v.abs() < 1e15
+    {
+        format!("{v:.0}")
+    } else {
+        fmt_num(v)
+    }
+}
 
 /// A number with a sensible number of digits.
 pub fn fmt_num(v: f64) -> String {

@@ -155,7 +155,11 @@ fn check_job(job: &FioJob, root: &str, mountpoints: &[&str]) -> Result<(), fio::
             }
         }
     }
-    if job.file_size_bytes() == 0 {
+    // A job without size= or filesize= takes its files' size when it opens
+    // them (the parser accepted it: a device, fill_device, or a file an
+    // earlier job lays out).
+    let sized = job.size_bytes.is_some() || job.filesize_bytes.is_some();
+    if sized && job.file_size_bytes() == 0 {
         return Err(job.error_at("size", "size: no file size: set size= or filesize="));
     }
     Ok(())

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use sim::Time;
 
+use crate::model::fs::inode::Inode;
 pub use crate::model::fs::vfs::Machine;
 use crate::model::mm::page_alloc::Watermarks;
 use crate::model::mm::page_writeback::limits::DirtyThresholds;
@@ -29,6 +30,17 @@ pub struct WbRatelimit {
     pub balanced_dirty_ratelimit_kbps: u64,
     /// `avg_write_bandwidth`, KB/s.
     pub avg_write_bandwidth_kbps: u64,
+}
+
+/// One inode's page cache (its mapping's counters), pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InodePages {
+    /// Pages in the page cache.
+    pub cached: u64,
+    /// Of those, dirty.
+    pub dirty: u64,
+    /// Of those, under writeback.
+    pub writeback: u64,
 }
 
 /// What one writeback context of a mounted filesystem's bdi did.
@@ -222,6 +234,23 @@ impl Machine {
     /// Model tracepoint counts so far, by name.
     pub fn events(&self) -> BTreeMap<&'static str, u64> {
         self.kernel().stats().events()
+    }
+
+    /// The tracepoint counts so far about `inode` (those that name an
+    /// inode: `xfs_unwritten_convert`, `xfs_bmapi_convert_delalloc`,
+    /// `folio_lock_wait`), by name.
+    pub fn inode_events(&self, inode: &Inode) -> BTreeMap<&'static str, u64> {
+        self.kernel().stats().inode_events((inode.sb_id, inode.ino))
+    }
+
+    /// `inode`'s page cache now: pages cached, dirty and under writeback.
+    pub fn inode_pages(&self, inode: &Inode) -> InodePages {
+        let map = inode.mapping.borrow();
+        InodePages {
+            cached: map.nrpages(),
+            dirty: map.nr_dirty(),
+            writeback: map.nr_writeback(),
+        }
     }
 
     /// Copies the tracepoint counts into `out`.

@@ -13,8 +13,17 @@
 //! (`norandommap` turns it off: uniform draws that may repeat). It stops after `size` bytes x `loops`, at
 //! `runtime` (`time_based` keeps looping until then), or when the run ends.
 //! `fsync=N` calls fsync(2) after every N writes, `end_fsync`/`fsync_on_close`
-//! once per file at the end. `rate` paces issue; `ramp_time` delays
-//! statistics.
+//! once per file at the end. `rate` paces issue (linearly, or with
+//! exponential gaps for `rate_process=poisson`); `ramp_time` delays
+//! statistics. Each clone works in its region (`offset` + `jobnum` x
+//! `offset_increment`, `size` long, or the rest of the file when the job
+//! has no size); sequential offsets follow `rw=...:N` skips and
+//! `zonemode=strided`; `thinktime` idles after each I/O, `number_ios` ends
+//! the clone, `sync=1` ends each write with a data-integrity fsync,
+//! `wait_for` delays the start, `flow` shares issue between jobs as fio's
+//! `flow.c` does. Trim patterns end the clone with ENOTTY on a regular file
+//! (fio's BLKDISCARD) and are an error on a block device (not modelled).
+//! The `mmap` engine runs as buffered reads and writes.
 //!
 //! The io_uring engine (fio's `engines/io_uring.c` driven by `do_io`) runs
 //! one submitting task per clone with a ring of `iodepth` entries
@@ -59,6 +68,7 @@ use super::fio::iolog::{IoSample, JobSamples};
 use super::fio::{Fallocate, FioJob, IoEngine, RwMode};
 use super::world::{JobStats, World};
 use crate::model::errno::IoError;
+use crate::model::fs::block_dev::{BDEV_FS_NAME, DEFAULT_BDEV_CAPACITY};
 use crate::model::fs::read_write::{vfs_fallocate, vfs_read, vfs_write, File, IoFlags};
 use crate::model::fs::sync::vfs_fsync;
 use crate::model::io_uring::rw::{IoRing, Issue};
@@ -122,11 +132,31 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
     let mut barrier = 0;
     // fio numbers its threads 1.. over every clone of the file, in order.
     let mut thread_base = 1u32;
+    // fio `flow.c`: one shared counter per flow_id, and the total weight of
+    // the clones in it.
+    let mut flows: std::collections::BTreeMap<u64, Rc<FlowGroup>> = Default::default();
+    for job in set.jobs.iter().filter(|j| j.flow_weight > 0) {
+        let g = flows.entry(job.flow_id).or_insert_with(|| {
+            Rc::new(FlowGroup {
+                total_weight: Default::default(),
+                counter: Default::default(),
+                wq: WaitQueue::new("fio_flow"),
+            })
+        });
+        g.total_weight
+            .set(g.total_weight.get() + job.flow_weight * u64::from(job.numjobs));
+    }
     for (ji, job) in set.jobs.iter().enumerate() {
         if job.stonewall {
             barrier = ji;
         }
         let wait_for = barrier;
+        // wait_for=NAME: also wait for that (earlier) job's clones.
+        let wait_job = job
+            .wait_for
+            .as_ref()
+            .and_then(|n| set.jobs[..ji].iter().position(|j| &j.name == n));
+        let flow = (job.flow_weight > 0).then(|| flows[&job.flow_id].clone());
         // group_reporting (or the run's aggregation) folds every clone into
         // one entry. fio names every clone's entry by the job's name; clones
         // of a job without group_reporting are told apart as NAME.N in
@@ -157,18 +187,23 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
             let stats_id = stats_ids[inst.jobnum as usize];
             let thread = threads[inst.jobnum as usize];
             let start = set.start_ns;
+            let flow = flow.clone();
             world.task_started();
             let name = format!("fio:{}", inst.label);
             world.m.sched().spawn(&name, set.cgroup, 0, async move {
                 let sim = w.m.sim().clone();
                 sim.sleep_until(start.max(sim.now())).await;
-                if wait_for > 0 {
+                if wait_for > 0 || wait_job.is_some() {
                     let r = running.clone();
                     done_wq
-                        .wait_event(&sim, move || r.borrow()[..wait_for].iter().all(|&n| n == 0))
+                        .wait_event(&sim, move || {
+                            let r = r.borrow();
+                            r[..wait_for].iter().all(|&n| n == 0)
+                                && wait_job.is_none_or(|k| r[k] == 0)
+                        })
                         .await;
                 }
-                run_clone(&w, &job, inst.jobnum, thread, &paths, stats_id).await;
+                run_clone(&w, &job, inst.jobnum, thread, &paths, stats_id, flow).await;
                 running.borrow_mut()[ji] -= 1;
                 done_wq.wake_up_all();
                 w.task_finished();
@@ -204,10 +239,38 @@ fn resolve(root: &str, f: &str) -> String {
     }
 }
 
+/// fio's `struct fio_flow` (`flow.c`): the clones of one `flow_id` share a
+/// counter of I/Os; a clone whose share of it exceeds its share of the
+/// total weight waits (`flow_sleep`, or until the others catch up).
+pub struct FlowGroup {
+    /// Sum of the `flow=` weights of the group's clones.
+    total_weight: std::cell::Cell<u64>,
+    /// I/Os issued by the whole group.
+    counter: std::cell::Cell<u64>,
+    /// Woken when the group's counter moves.
+    wq: WaitQueue,
+}
+
+impl FlowGroup {
+    /// Whether a clone of weight `weight` that has issued `mine` I/Os is
+    /// ahead of its share (fio `flow_threshold_exceeded()`).
+    fn exceeded(&self, mine: u64, weight: u64) -> bool {
+        let total = self.counter.get();
+        total > 0 && (mine as f64 / total as f64) > (weight as f64 / self.total_weight.get() as f64)
+    }
+}
+
 /// What the lanes of one clone share: the issue position and counters.
 struct CloneState {
     files: Vec<File>,
+    /// Length of the clone's region in each file, bytes.
     file_size: u64,
+    /// Start of the region (`offset` + `jobnum` x `offset_increment`), bytes.
+    region_start: u64,
+    /// I/Os issued (for `number_ios` and flow control).
+    ios: u64,
+    /// Next issue time of a `rate_process=poisson` job, ns.
+    poisson_due: Time,
     /// Next sequential offset per file.
     seq_pos: Vec<u64>,
     /// fio's random map per file (blocks already done in this pass).
@@ -294,10 +357,16 @@ impl CloneState {
         if self.limit.is_some_and(|l| self.issued >= l) {
             return None;
         }
+        if job.number_ios.is_some_and(|n| self.ios >= n) {
+            return None;
+        }
+        self.ios += 1;
         let write = match job.rw {
-            RwMode::Read | RwMode::RandRead => false,
+            RwMode::Read | RwMode::RandRead | RwMode::Trim | RwMode::RandTrim => false,
             RwMode::Write | RwMode::RandWrite => true,
-            _ => self.rng.random_range(0..100u8) >= job.rwmixread_pct,
+            RwMode::ReadWrite | RwMode::RandRw => {
+                self.rng.random_range(0..100u8) >= job.rwmixread_pct
+            }
         };
         let bs = job.pick_bs(write, &mut self.rng);
         let file = self.next_file;
@@ -315,18 +384,38 @@ impl CloneState {
         } else {
             let p = self.seq_pos[file];
             let p = if p + bs > self.file_size { 0 } else { p };
-            self.seq_pos[file] = p + bs;
+            self.seq_pos[file] = seq_next(job, p, bs, self.file_size);
             p
         };
         let len = bs.min(self.file_size.max(bs) - pos);
         self.issued += len;
         Some(Io {
             file,
-            pos,
+            pos: self.region_start + pos,
             len,
             write,
         })
     }
+}
+
+/// The sequential offset after an I/O of `bs` at `p` (within a region of
+/// `size` bytes): fio `io_u.c` `get_next_seq_offset()` adds the `rw=...:N`
+/// skip (a negative one reads backwards, wrapping to the end of the region);
+/// `zonemode=strided` jumps over `zoneskip` at the end of each zone.
+fn seq_next(job: &FioJob, p: u64, bs: u64, size: u64) -> u64 {
+    let next = i128::from(p) + i128::from(bs) + i128::from(job.seq_skip_bytes);
+    let mut next = if next < 0 {
+        size.saturating_sub(bs)
+    } else {
+        u64::try_from(next).unwrap_or(u64::MAX)
+    };
+    if job.zonemode_strided && job.zonesize_bytes > 0 {
+        let period = job.zonesize_bytes + job.zoneskip_bytes;
+        if next % period >= job.zonesize_bytes {
+            next = (next / period + 1) * period;
+        }
+    }
+    next
 }
 
 /// fio's `setup_files()` -> `extend_file()` for a write job's file smaller
@@ -375,6 +464,7 @@ async fn run_clone(
     thread: u32,
     paths: &[String],
     stats_id: usize,
+    flow: Option<Rc<FlowGroup>>,
 ) {
     let m = &w.m;
     let sim = m.sim().clone();
@@ -392,7 +482,54 @@ async fn run_clone(
             }
         }
     }
-    let file_size = job.file_size_bytes();
+    w.jobs.borrow_mut()[stats_id].note_files(&files);
+    // Without size=, fio sizes the region by the file as it exists (a block
+    // device: its capacity), less the offset.
+    let region_start = job
+        .offset_bytes
+        .saturating_add(u64::from(jobnum).saturating_mul(job.offset_increment_bytes));
+    let file_size = match job.file_size_bytes() {
+        // fill_device: fio writes until ENOSPC; free space is not modelled,
+        // so the region is the default device capacity.
+        0 if job.fill_device => DEFAULT_BDEV_CAPACITY,
+        0 => files
+            .first()
+            .map_or(0, |f| f.inode.st.borrow().i_size)
+            .saturating_sub(region_start),
+        n => n,
+    };
+    if file_size == 0 && region_start > 0 {
+        let e = job.error_at(
+            if job.offset_increment_bytes > 0 && jobnum > 0 {
+                "offset_increment"
+            } else {
+                "offset"
+            },
+            format!(
+                "clone {jobnum}: region start {region_start} bytes is at or beyond the end of \
+                 its file ({} bytes)",
+                files.first().map_or(0, |f| f.inode.st.borrow().i_size)
+            ),
+        );
+        w.error(e.to_string());
+        finish_stats(w, stats_id, Some("EINVAL"), w.m.now());
+        return;
+    }
+    if job.rw.trims() {
+        // fio `os_trim()` is the BLKDISCARD ioctl: a regular file answers
+        // ENOTTY and the clone ends with that error, as under fio.
+        if files.iter().any(|f| f.sb.fs.name() == BDEV_FS_NAME) {
+            w.error(format!(
+                "fio job '{}' ({}:{}): rw={}: discards to a block device are not modelled",
+                job.name,
+                job.origin,
+                job.line_of("rw").unwrap_or(job.section_line),
+                job.rw.fio_name()
+            ));
+        }
+        finish_stats(w, stats_id, Some("ENOTTY"), w.m.now());
+        return;
+    }
     if files.is_empty() || file_size == 0 {
         w.error(format!(
             "fio job '{}' ({}:{}): no file or no size",
@@ -401,24 +538,35 @@ async fn run_clone(
         finish_stats(w, stats_id, Some("EINVAL"), w.m.now());
         return;
     }
-    if job.rw.writes() {
+    if job.rw.writes() && !job.fill_device {
         for f in &files {
             // Boxed, like the other once-per-clone steps below: a clone's
             // task future is as large as its largest await, and 100,000
             // clones each pay for it.
-            Box::pin(layout_file(m, job, f, file_size)).await;
+            Box::pin(layout_file(
+                m,
+                job,
+                f,
+                region_start.saturating_add(file_size),
+            ))
+            .await;
         }
     }
     let now = sim.now();
     let limit = if job.time_based && job.runtime_ns.is_some() {
         None
     } else {
-        Some(
-            job.io_size_bytes()
-                .saturating_mul(u64::from(job.loops.max(1))),
-        )
+        // Without size=, the I/O per loop is the region the file gives.
+        let per_loop = match job.io_size_bytes() {
+            0 => file_size,
+            n => n,
+        };
+        Some(per_loop.saturating_mul(u64::from(job.loops.max(1))))
     };
     let st = Rc::new(RefCell::new(CloneState {
+        region_start,
+        ios: 0,
+        poisson_due: now,
         seq_pos: vec![0; files.len()],
         randmaps: (0..files.len()).map(|_| None).collect(),
         files,
@@ -442,10 +590,9 @@ async fn run_clone(
         let from = now + job.ramp_time_ns;
         s.start_ns = Some(s.start_ns.map_or(from, |t| t.min(from)));
         s.samples.start(from);
-        s.events_first.get_or_insert_with(|| w.m.events());
     }
     if job.ioengine == IoEngine::IoUring {
-        Box::pin(run_io_uring(w, job, jobnum, &st, stats_id)).await;
+        Box::pin(run_io_uring(w, job, jobnum, &st, stats_id, flow.as_deref())).await;
         Box::pin(finish_clone(w, job, &st, stats_id)).await;
         return;
     }
@@ -460,9 +607,10 @@ async fn run_clone(
         let job2 = job.clone();
         let st2 = st.clone();
         let spawned = lane + 1 != lanes;
+        let flow2 = flow.clone();
         let fut = async move {
             let t0 = w2.m.now();
-            run_lane(&w2, &job2, &st2, stats_id).await;
+            run_lane(&w2, &job2, &st2, stats_id, flow2.as_deref()).await;
             // The lane's own CPU time (the clone's task counts its own at
             // the end).
             if spawned {
@@ -520,23 +668,74 @@ fn finish_stats(w: &World, stats_id: usize, error: Option<&str>, now: Time) {
     let s = &mut jobs[stats_id];
     s.running = s.running.saturating_sub(1);
     s.end_ns = Some(s.end_ns.map_or(now, |t| t.max(now)));
-    w.m.events_into(&mut s.events_last);
     if s.error.is_none() {
         s.error = error.map(str::to_string);
     }
 }
 
-async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, stats_id: usize) {
+/// Waits until the clone may issue `io`: its rate (`rate=`, `rate_iops=`,
+/// linear or `rate_process=poisson`) and its flow share (`flow=`).
+async fn pace(
+    w: &World,
+    job: &FioJob,
+    st: &Rc<RefCell<CloneState>>,
+    io: &Io,
+    flow: Option<&FlowGroup>,
+) {
+    let sim = w.m.sim().clone();
+    let rate = if io.write {
+        job.rate_write_bytes_per_s
+    } else {
+        job.rate_read_bytes_per_s
+    };
+    if let Some(r) = rate.filter(|&r| r > 0) {
+        let due = {
+            let mut s = st.borrow_mut();
+            if job.rate_poisson {
+                // fio `io_u.c` with RATE_PROCESS_POISSON: exponential gaps
+                // whose mean is the linear gap of this I/O.
+                let mean = io.len as f64 * 1e9 / r as f64;
+                let u: f64 = s.rng.random_range(f64::MIN_POSITIVE..1.0);
+                s.poisson_due += (-u.ln() * mean) as Time;
+                s.poisson_due
+            } else {
+                s.started + (u128::from(s.issued) * 1_000_000_000 / u128::from(r)) as Time
+            }
+        };
+        if due > sim.now() {
+            sim.sleep_until(due).await;
+        }
+    }
+    if let Some(g) = flow {
+        let weight = job.flow_weight;
+        loop {
+            let mine = st.borrow().ios;
+            if !g.exceeded(mine, weight) || w.end_requested.get() {
+                break;
+            }
+            if job.flow_sleep_ns > 0 {
+                sim.sleep(job.flow_sleep_ns).await;
+            } else {
+                let c = g.counter.get();
+                let g2 = &g.counter;
+                g.wq.wait_event(&sim, move || g2.get() != c).await;
+            }
+        }
+        g.counter.set(g.counter.get() + 1);
+        g.wq.wake_up_all();
+    }
+}
+
+async fn run_lane(
+    w: &Rc<World>,
+    job: &FioJob,
+    st: &Rc<RefCell<CloneState>>,
+    stats_id: usize,
+    flow: Option<&FlowGroup>,
+) {
     let m = &w.m;
     let sim = m.sim();
     let mut task = TaskDirty::default();
-    let rate = |write: bool| {
-        if write {
-            job.rate_write_bytes_per_s
-        } else {
-            job.rate_read_bytes_per_s
-        }
-    };
     let fl = IoFlags {
         direct: job.direct,
         dontcache: job.uncached,
@@ -546,17 +745,7 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, sta
         let Some(io) = st.borrow_mut().next(job, sim.now()) else {
             return;
         };
-        // fio's rate: do not issue before issued / rate seconds have passed.
-        if let Some(r) = rate(io.write).filter(|&r| r > 0) {
-            let (issued, started) = {
-                let s = st.borrow();
-                (s.issued, s.started)
-            };
-            let due = started + (u128::from(issued) * 1_000_000_000 / u128::from(r)) as Time;
-            if due > sim.now() {
-                sim.sleep_until(due).await;
-            }
-        }
+        pace(w, job, st, &io, flow).await;
         if w.end_requested.get() {
             return;
         }
@@ -568,7 +757,13 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, sta
         };
         let t0 = sim.now();
         let res = if io.write {
-            vfs_write(m, &mut task, &f, io.pos, io.len, fl).await
+            let r = vfs_write(m, &mut task, &f, io.pos, io.len, fl).await;
+            // sync=1: O_SYNC/O_DSYNC, `generic_write_sync()` ends the write
+            // with a data-integrity fsync of the file.
+            if r.is_ok() && job.osync {
+                vfs_fsync(m, &f.sb, &f.inode, true).await;
+            }
+            r
         } else {
             vfs_read(m, &f, io.pos, io.len, fl).await
         };
@@ -588,6 +783,9 @@ async fn run_lane(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>, sta
             s.samples.mark_complete(1);
             let c = st.borrow();
             record_io(s, &c, now, &io, None, now - t0);
+        }
+        if job.thinktime_ns > 0 {
+            sim.sleep(job.thinktime_ns).await;
         }
         if io.write && job.fsync_every_writes > 0 {
             let due = {
@@ -677,6 +875,7 @@ async fn run_io_uring(
     jobnum: u32,
     st: &Rc<RefCell<CloneState>>,
     stats_id: usize,
+    flow: Option<&FlowGroup>,
 ) {
     let m = &w.m;
     let sim = m.sim().clone();
@@ -701,21 +900,7 @@ async fn run_io_uring(
                 more = false;
                 break;
             };
-            let rate = if io.write {
-                job.rate_write_bytes_per_s
-            } else {
-                job.rate_read_bytes_per_s
-            };
-            if let Some(r) = rate.filter(|&r| r > 0) {
-                let (issued, started) = {
-                    let s = st.borrow();
-                    (s.issued, s.started)
-                };
-                let due = started + (u128::from(issued) * 1_000_000_000 / u128::from(r)) as Time;
-                if due > sim.now() {
-                    sim.sleep_until(due).await;
-                }
-            }
+            pace(w, job, st, &io, flow).await;
             let f = st.borrow().files[io.file].clone();
             let start = sim.now();
             let tag = next_tag;
@@ -745,6 +930,9 @@ async fn run_io_uring(
                 s.mark_submit(1);
             }
             inflight.insert(tag, InFlight { io, start, issue });
+            if job.thinktime_ns > 0 {
+                sim.sleep(job.thinktime_ns).await;
+            }
             if st.borrow().error.is_some() {
                 more = false;
             }

@@ -154,18 +154,17 @@ pub struct JobStats {
     pub end_ns: Option<Time>,
     /// Clones still running.
     pub running: u32,
-    /// Peak NR_FILE_DIRTY and NR_FILE_PAGES while it ran, pages.
+    /// Peak dirty and cached pages of its own files while it ran, pages.
     pub peak_dirty_pages: u64,
     pub peak_cached_pages: u64,
-    /// NR_FILE_DIRTY and NR_FILE_PAGES at the first sample of the job, pages.
+    /// Dirty and cached pages of its own files at its first sample, pages.
     pub start_dirty_pages: Option<u64>,
     pub start_cached_pages: Option<u64>,
-    /// Model event counts ([`crate::model::machine::Machine::events`]) when
-    /// its first clone started and when its last one finished.
-    pub events_first: Option<BTreeMap<&'static str, u64>>,
-    pub events_last: BTreeMap<&'static str, u64>,
     /// First error (errno name), if the job failed (fio's `error`).
     pub error: Option<String>,
+    /// The files its clones opened (once each): what its per-job page and
+    /// tracepoint counts are attributed by.
+    pub files: Vec<File>,
 }
 
 impl JobStats {
@@ -197,9 +196,17 @@ impl JobStats {
             peak_cached_pages: 0,
             start_dirty_pages: None,
             start_cached_pages: None,
-            events_first: None,
-            events_last: BTreeMap::new(),
             error: None,
+            files: Vec::new(),
+        }
+    }
+
+    /// Notes files a clone of the job opened (each inode once).
+    pub fn note_files(&mut self, files: &[File]) {
+        for f in files {
+            if !self.files.iter().any(|g| Rc::ptr_eq(&g.inode, &f.inode)) {
+                self.files.push(f.clone());
+            }
         }
     }
 

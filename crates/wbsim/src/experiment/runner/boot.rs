@@ -13,6 +13,7 @@ use crate::experiment::scenario::{
     parse_size, FilesystemConfig, FsOption, FsType, ResolvedVariant, Scenario,
 };
 use crate::model::block::BlockDevice;
+use crate::model::fs::block_dev::{BlockDev, DEFAULT_BDEV_CAPACITY};
 use crate::model::fs::btrfs::{Btrfs, BtrfsOptions};
 use crate::model::fs::ext4::Ext4;
 use crate::model::fs::tmpfs::Tmpfs;
@@ -48,6 +49,9 @@ pub fn filesystem_type(c: &FilesystemConfig) -> Rc<dyn Filesystem> {
         FsType::Ext4 => Rc::new(Ext4),
         FsType::Xfs => Rc::new(Xfs::with_options(xfs_options(c))),
         FsType::Btrfs => Rc::new(Btrfs::with_options(btrfs_options(c))),
+        FsType::Bdev => Rc::new(BlockDev::new(
+            size_option(c, "capacity").unwrap_or(DEFAULT_BDEV_CAPACITY),
+        )),
     }
 }
 

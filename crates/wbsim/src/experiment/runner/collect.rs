@@ -11,7 +11,8 @@
 //!   read-only job, us), `fio.JOB.read_clat` / `fio.JOB.write_clat` for mixed
 //!   jobs, `fio.JOB.sync_lat` (us), `fio.JOB.peak_dirty` /
 //!   `fio.JOB.peak_cached` (MiB), `fio.JOB.dirty_growth` /
-//!   `fio.JOB.cache_growth` (peak minus the value when the job started, MiB);
+//!   `fio.JOB.cache_growth` (peak minus the value when the job started, MiB),
+//!   all of the job's own files (the inodes it opened), not the machine's;
 //! - `write.bw` / `read.bw`: all jobs together over the span they ran (MiB/s);
 //! - `dirty_pages`, `writeback_pages`, `cached_pages`, `dirty_limit_pages`,
 //!   `bg_limit_pages` (sampled), `device.DEV.write_bytes_per_s` (sampled) and
@@ -19,11 +20,15 @@
 //! - actor steps with `record = NAME`: NAME (ms); errno outcomes as counters
 //!   `NAME.EBUSY`, `umount.EBUSY`...;
 //! - `bdp.pause` (ms): every balance_dirty_pages pause; `rcu.gp` counts;
-//! - `fio.JOB.trace.EVENT` (events): model tracepoints counted while the job
-//!   ran (e.g. `xfs_unwritten_convert`), as the probe counts the kernel's;
+//! - `fio.JOB.trace.EVENT` (events): the tracepoints that name an inode
+//!   (`xfs_unwritten_convert`, `xfs_bmapi_convert_delalloc`,
+//!   `folio_lock_wait`) counted on the job's own files over the run;
+//!   `trace.EVENT` (events): every model tracepoint, machine-wide, once;
 //! - `memcg.NAME.{usage (MiB), high_events, max_events, oom, pgsteal,
 //!   penalty_sleeps (count), penalty, psi_some, psi_full (ms)}` per memory
-//!   cgroup (memory.current, memory.events, memory.pressure totals);
+//!   cgroup online at the end (memory.current, memory.events,
+//!   memory.pressure totals), and `memcg.offline.*` summed over the memcgs
+//!   removed during the run, with their `count`;
 //! - `fs.FS.{commits, last_commit, max_commit, total_commit, cow_blocks,
 //!   tree_searches}` (btrfs commit_stats and tree work), `fs.FS.commit`
 //!   (ms, every commit) and the series `fs.FS.commit_ms` (each commit's
@@ -70,6 +75,11 @@ pub fn results(
         metrics.add(name, "count", *n);
     }
     let (jobs, fio_detail) = job_outputs(world, &mut metrics, now);
+    // Every model tracepoint once, machine-wide (those no inode names, e.g.
+    // mm_vmscan_throttled, cannot be given to a job).
+    for (name, n) in m.events() {
+        metrics.add(&format!("trace.{name}"), "events", n);
+    }
     for p in m.bdp_pauses() {
         metrics.record_as("bdp.pause", "ns", "ms", p);
     }
@@ -122,6 +132,15 @@ pub fn results(
                 },
             }
         })
+        .collect();
+    // Jobs whose clones were still running when the run ended: cut off by
+    // the scenario's duration before their size (or runtime) was done.
+    r.unfinished_jobs = world
+        .jobs
+        .borrow()
+        .iter()
+        .filter(|j| j.running > 0)
+        .map(|j| j.name.clone())
         .collect();
     r
 }
@@ -447,13 +466,16 @@ fn job_outputs(
             "MiB",
             growth(j.peak_cached_pages, j.start_cached_pages),
         );
-        if let Some(first) = &j.events_first {
-            for (name, &n) in &j.events_last {
-                let d = n - first.get(name).copied().unwrap_or(0);
-                if d > 0 {
-                    metrics.set(&format!("{p}.trace.{name}"), "events", d as f64);
-                }
+        // Tracepoints about the job's own files, over the whole run (the
+        // writeback of its data may come after it ends).
+        let mut per_job: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for f in &j.files {
+            for (name, n) in world.m.inode_events(&f.inode) {
+                *per_job.entry(name).or_insert(0) += n;
             }
+        }
+        for (name, n) in per_job {
+            metrics.add(&format!("{p}.trace.{name}"), "events", n);
         }
         if let Some(e) = &j.error {
             metrics.add(&format!("{p}.{e}"), "count", 1);

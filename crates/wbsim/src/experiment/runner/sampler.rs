@@ -6,7 +6,8 @@
 //! dirty_ratelimit and balanced_dirty_ratelimit, the last task_ratelimit,
 //! the pauses taken in the interval: count and mean); reclaim's progress
 //! (pages scanned and freed by kswapd and direct reclaim, free pages); and
-//! the peaks each running fio job sees. Sampling is a timer
+//! the peaks of each running fio job's own files (dirty and cached pages of
+//! the inodes it opened, read through the model's observation API). Sampling is a timer
 //! callback (it takes no simulated CPU). Not kernel code.
 
 use std::cell::{Cell, RefCell};
@@ -129,10 +130,18 @@ impl State {
         }
         for j in self.world.jobs.borrow_mut().iter_mut() {
             if j.running > 0 && j.start_ns.is_some_and(|t| t <= now) {
-                j.start_dirty_pages.get_or_insert(dirty);
-                j.start_cached_pages.get_or_insert(cached);
-                j.peak_dirty_pages = j.peak_dirty_pages.max(dirty);
-                j.peak_cached_pages = j.peak_cached_pages.max(cached);
+                // The job's own files' pages (a file two jobs share counts
+                // for both), not the machine's.
+                let (mut jd, mut jc) = (0u64, 0u64);
+                for f in &j.files {
+                    let p = m.inode_pages(&f.inode);
+                    jd += p.dirty;
+                    jc += p.cached;
+                }
+                j.start_dirty_pages.get_or_insert(jd);
+                j.start_cached_pages.get_or_insert(jc);
+                j.peak_dirty_pages = j.peak_dirty_pages.max(jd);
+                j.peak_cached_pages = j.peak_cached_pages.max(jc);
             }
         }
         let next = now + self.interval;

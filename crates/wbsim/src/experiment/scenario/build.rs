@@ -384,6 +384,21 @@ fn fs_options(
         if matches!(fs_type, FsType::Xfs) {
             xfs_option(key, v.get_ref()).map_err(|e| key_error(src, &v.span(), key, &opt_w, e))?;
         }
+        if key == "capacity" {
+            match as_size(v.get_ref()) {
+                Ok(b) if b >= 1 << 20 => {}
+                Ok(b) => {
+                    return Err(key_error(
+                        src,
+                        &v.span(),
+                        key,
+                        &opt_w,
+                        KeyError::range(format!("capacity {b} bytes: at least 1m")),
+                    ))
+                }
+                Err(e) => return Err(key_error(src, &v.span(), key, &opt_w, e)),
+            }
+        }
         options.insert(key.to_string(), val);
     }
     Ok(options)

@@ -183,6 +183,9 @@ pub enum FsType {
     Xfs,
     /// `fs/btrfs`.
     Btrfs,
+    /// No filesystem: the block device itself, opened as a file
+    /// (`block/fops.c`); every path under the mount point is the device.
+    Bdev,
 }
 
 impl FsType {
@@ -192,6 +195,7 @@ impl FsType {
         ("ext4", FsType::Ext4),
         ("xfs", FsType::Xfs),
         ("btrfs", FsType::Btrfs),
+        ("bdev", FsType::Bdev),
     ];
 
     /// The spelling (as in `mount -t`).
@@ -201,6 +205,7 @@ impl FsType {
             FsType::Ext4 => "ext4",
             FsType::Xfs => "xfs",
             FsType::Btrfs => "btrfs",
+            FsType::Bdev => "bdev",
         }
     }
 
@@ -231,6 +236,8 @@ impl FsType {
                 "preload_size",
                 "nr_wb_ctx",
             ],
+            // The device's capacity (the device model has none).
+            FsType::Bdev => &["capacity"],
         }
     }
 }

@@ -9,8 +9,9 @@
 //! [`writepages`] (iomap's writeback and ioends), [`inode`] and [`extent`].
 //! Filesystems sit behind the [`Filesystem`] trait (behaviour) and an
 //! [`vfs::FsCosts`] table each (CPU costs as data): [`tmpfs`], [`ext4`],
-//! [`xfs`], [`btrfs`].
+//! [`xfs`], [`btrfs`]; [`block_dev`] is a block device opened as a file.
 
+pub mod block_dev;
 pub mod boot;
 pub mod btrfs;
 pub mod ext4;

@@ -288,7 +288,7 @@ async fn generic_perform_write(
             if fl.nowait {
                 return Err(IoError::Again);
             }
-            m.count_event("folio_lock_wait");
+            m.count_inode_event("folio_lock_wait", &f.inode);
             let (ino, s, e) = (f.inode.clone(), idx, chunk_end);
             f.inode
                 .i_wb_wait

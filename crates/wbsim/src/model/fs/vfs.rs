@@ -315,6 +315,12 @@ pub trait Filesystem {
             drop(ilock);
         })
     }
+    /// Sets up a new inode the filesystem gives a size or blocks at birth
+    /// (a block device's inode: its capacity, all blocks written). Default:
+    /// nothing, an empty file.
+    fn init_inode(&self, inode: &Inode) {
+        let _ = inode;
+    }
     /// Byte offset on the device where a new file's data goes.
     fn place_file(&self, sb: &SuperBlock, ino: u64) -> u64 {
         // One 1 GiB region per file: sequential files give sequential I/O and
@@ -455,6 +461,7 @@ impl SuperBlock {
             mapping.set_stable_writes(dev_stable || self.fs.stable_writes());
             mapping.set_max_folio_order(self.fs.max_folio_order());
         }
+        self.fs.init_inode(&inode);
         self.inodes.borrow_mut().insert(ino, inode.clone());
         inode
     }
@@ -824,6 +831,12 @@ impl Machine {
     /// Counts one model tracepoint hit.
     pub fn count_event(&self, name: &'static str) {
         self.k.count_event(name);
+    }
+
+    /// Counts one hit of a tracepoint about `inode` (attributable to the
+    /// files a workload uses).
+    pub fn count_inode_event(&self, name: &'static str, inode: &Inode) {
+        self.k.count_inode_event(name, (inode.sb_id, inode.ino));
     }
 
     /// Records a violation of `invariant` involving `objects`, stamped

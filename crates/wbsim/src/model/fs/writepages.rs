@@ -253,7 +253,7 @@ async fn iomap_end_ioend(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef,
         .unwritten_convert_ns(inode.extents.borrow().nr_records());
     if conv > 0 && inode.extents.borrow().has_unwritten(s, e) {
         sb.fs.convert_unwritten(m, sb, inode, (s, e)).await;
-        m.count_event("xfs_unwritten_convert");
+        m.count_inode_event("xfs_unwritten_convert", inode);
         m.sim().trace("xfs_unwritten_convert", || {
             format!("ino={} index={s} nr={}", inode.ino, e - s)
         });

@@ -147,6 +147,12 @@ impl Kernel {
         self.stats.count_event(name);
     }
 
+    /// Counts one hit of a tracepoint about inode `key` (superblock id,
+    /// inode number).
+    pub fn count_inode_event(&self, name: &'static str, key: super::stats::InodeKey) {
+        self.stats.count_inode_event(name, key);
+    }
+
     /// Records a violation of `invariant` involving `objects`, stamped with
     /// the simulated time.
     pub fn violation(&self, invariant: &str, objects: ViolationObjects, message: String) {

@@ -70,11 +70,24 @@ impl RandomDistribution {
             }
             "zoned" => {
                 let mut zones = Vec::new();
+                let mut open_size = None;
                 for z in arg.split(':').filter(|z| !z.is_empty()) {
                     let (a, s) = z
                         .split_once('/')
                         .ok_or_else(|| format!("zone '{z}' must be access%/size%"))?;
-                    zones.push((num(a)?, num(s)?));
+                    if s.trim().is_empty() {
+                        // fio: a zone without a size takes what is left.
+                        if open_size.replace(zones.len()).is_some() {
+                            return Err("at most one zone may leave its size out".into());
+                        }
+                        zones.push((num(a)?, 0.0));
+                    } else {
+                        zones.push((num(a)?, num(s)?));
+                    }
+                }
+                if let Some(i) = open_size {
+                    let given: f64 = zones.iter().map(|z| z.1).sum();
+                    zones[i].1 = 100.0 - given;
                 }
                 let (sa, ss) = zones
                     .iter()

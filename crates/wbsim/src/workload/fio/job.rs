@@ -28,6 +28,10 @@ pub enum RwMode {
     ReadWrite,
     /// `randrw`: random mixed reads and writes.
     RandRw,
+    /// `trim`: sequential discards (BLKDISCARD; block devices only).
+    Trim,
+    /// `randtrim`: random discards.
+    RandTrim,
 }
 
 impl RwMode {
@@ -40,35 +44,62 @@ impl RwMode {
             RwMode::RandWrite => "randwrite",
             RwMode::ReadWrite => "rw",
             RwMode::RandRw => "randrw",
+            RwMode::Trim => "trim",
+            RwMode::RandTrim => "randtrim",
         }
     }
 
     /// Parses fio's spelling.
     pub fn from_fio(s: &str) -> Option<RwMode> {
-        Some(match s {
-            "read" => RwMode::Read,
-            "write" => RwMode::Write,
-            "randread" => RwMode::RandRead,
-            "randwrite" => RwMode::RandWrite,
-            "rw" | "readwrite" => RwMode::ReadWrite,
-            "randrw" => RwMode::RandRw,
-            _ => return None,
-        })
+        // fio `parse.c` matches a `FIO_OPT_STR` value as a prefix of the
+        // choices in `options.c` order, so `rw=r` is read and `rw=w` write.
+        const ORDER: &[(&str, RwMode)] = &[
+            ("read", RwMode::Read),
+            ("write", RwMode::Write),
+            ("trim", RwMode::Trim),
+            ("randread", RwMode::RandRead),
+            ("randwrite", RwMode::RandWrite),
+            ("randtrim", RwMode::RandTrim),
+            ("rw", RwMode::ReadWrite),
+            ("readwrite", RwMode::ReadWrite),
+            ("randrw", RwMode::RandRw),
+        ];
+        if s.is_empty() {
+            return None;
+        }
+        ORDER
+            .iter()
+            .find(|(n, _)| *n == s)
+            .or_else(|| ORDER.iter().find(|(n, _)| n.starts_with(s)))
+            .map(|(_, m)| *m)
     }
 
-    /// Random offsets rather than sequential.
     pub fn is_random(self) -> bool {
-        matches!(self, RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw)
+        matches!(
+            self,
+            RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw | RwMode::RandTrim
+        )
     }
 
     /// The job issues reads.
     pub fn reads(self) -> bool {
-        !matches!(self, RwMode::Write | RwMode::RandWrite)
+        matches!(
+            self,
+            RwMode::Read | RwMode::RandRead | RwMode::ReadWrite | RwMode::RandRw
+        )
     }
 
     /// The job issues writes.
     pub fn writes(self) -> bool {
-        !matches!(self, RwMode::Read | RwMode::RandRead)
+        matches!(
+            self,
+            RwMode::Write | RwMode::RandWrite | RwMode::ReadWrite | RwMode::RandRw
+        )
+    }
+
+    /// A discard pattern (`trim`, `randtrim`).
+    pub fn trims(self) -> bool {
+        matches!(self, RwMode::Trim | RwMode::RandTrim)
     }
 
     /// Mixed reads and writes (split by `rwmixread`).
@@ -128,6 +159,8 @@ pub enum IoEngine {
     IoUring,
     /// `libaio`: Linux native AIO (asynchronous only for O_DIRECT in the kernel).
     Libaio,
+    /// `mmap`: memcpy to and from a shared file mapping (`engines/mmap.c`).
+    Mmap,
 }
 
 impl IoEngine {
@@ -139,6 +172,7 @@ impl IoEngine {
             IoEngine::Pvsync2 => "pvsync2",
             IoEngine::IoUring => "io_uring",
             IoEngine::Libaio => "libaio",
+            IoEngine::Mmap => "mmap",
         }
     }
 
@@ -150,6 +184,7 @@ impl IoEngine {
             "pvsync2" => IoEngine::Pvsync2,
             "io_uring" => IoEngine::IoUring,
             "libaio" => IoEngine::Libaio,
+            "mmap" => IoEngine::Mmap,
             _ => return None,
         })
     }
@@ -157,7 +192,10 @@ impl IoEngine {
     /// A synchronous engine (fio's `FIO_SYNCIO`): one I/O in flight per job, so
     /// `iodepth` is effectively 1.
     pub fn is_sync(self) -> bool {
-        matches!(self, IoEngine::Psync | IoEngine::Sync | IoEngine::Pvsync2)
+        matches!(
+            self,
+            IoEngine::Psync | IoEngine::Sync | IoEngine::Pvsync2 | IoEngine::Mmap
+        )
     }
 
     /// The engine has fio's `uncached=` option (RWF_DONTCACHE): `io_uring`
@@ -282,6 +320,42 @@ pub struct FioJob {
     /// `log_avg_msec=`: log entries averaged over this many ms; 0 = one
     /// entry per I/O (fio's default).
     pub log_avg_msec: u64,
+    /// `rw=...:N`: bytes added to the offset after each sequential I/O
+    /// (negative: backwards); 0 = contiguous.
+    pub seq_skip_bytes: i64,
+    /// `thinktime=`: idle time after each I/O, ns.
+    pub thinktime_ns: u64,
+    /// `number_ios=`: stop after this many I/Os per clone.
+    pub number_ios: Option<u64>,
+    /// `flow=`: weight of the job in its flow group (0 = no flow control).
+    pub flow_weight: u64,
+    /// `flow_id=`: the flow group.
+    pub flow_id: u64,
+    /// `flow_sleep=`: sleep when ahead of its flow share, ns.
+    pub flow_sleep_ns: u64,
+    /// `offset=`: start of the job's region in each file, bytes.
+    pub offset_bytes: u64,
+    /// `offset_increment=`: added to `offset` per clone (`jobnum`), bytes.
+    pub offset_increment_bytes: u64,
+    /// `io_size=` / `io_limit=`: bytes of I/O per clone (default: `size`).
+    pub io_limit_bytes: Option<u64>,
+    /// `blockalign=` / `ba=`: alignment of random offsets, bytes.
+    pub blockalign_bytes: Option<u64>,
+    /// `zonemode=strided`: the I/O goes in zones of `zonesize` bytes with
+    /// `zoneskip` bytes skipped after each.
+    pub zonemode_strided: bool,
+    /// `zonesize=`, bytes (0: unset).
+    pub zonesize_bytes: u64,
+    /// `zoneskip=`, bytes.
+    pub zoneskip_bytes: u64,
+    /// `sync=`: O_SYNC / O_DSYNC writes.
+    pub osync: bool,
+    /// `wait_for=`: the job waits for this job to finish.
+    pub wait_for: Option<String>,
+    /// `rate_process=poisson`: exponential gaps between rated I/Os.
+    pub rate_poisson: bool,
+    /// `fill_device=`: write until the device is full (no size limit).
+    pub fill_device: bool,
     /// Reporting group (fio `init.c` `add_job()`: bumped by `stonewall` or
     /// `new_group` when the previous group has jobs).
     pub groupid: u32,
@@ -352,6 +426,23 @@ impl FioJob {
             write_lat_log: None,
             write_iops_log: None,
             log_avg_msec: 0,
+            seq_skip_bytes: 0,
+            thinktime_ns: 0,
+            number_ios: None,
+            flow_weight: 0,
+            flow_id: 0,
+            flow_sleep_ns: 0,
+            offset_bytes: 0,
+            offset_increment_bytes: 0,
+            io_limit_bytes: None,
+            blockalign_bytes: None,
+            zonemode_strided: false,
+            zonesize_bytes: 0,
+            zoneskip_bytes: 0,
+            osync: false,
+            wait_for: None,
+            rate_poisson: false,
+            fill_device: false,
             groupid: 0,
             sources: BTreeMap::new(),
         }
@@ -387,7 +478,7 @@ impl FioJob {
 
     /// The granularity of random offsets and of fio's random map: the
     /// smallest block size the job can issue in either direction (fio
-    /// `init.c` uses `td_min_bs()` for the map).
+    /// `init.c` uses `td_min_bs()` for the map), or `blockalign=` when set.
     pub fn random_unit(&self) -> u64 {
         let min_of = |c: &Option<BlockSizes>, bs: u64| match c {
             Some(BlockSizes::Range(lo, _)) => *lo,
@@ -404,7 +495,8 @@ impl FioJob {
         } else {
             u64::MAX
         };
-        r.min(w).max(1)
+        let unit = r.min(w).max(1);
+        self.blockalign_bytes.map_or(unit, |a| a.max(1))
     }
 
     /// The mean block size in direction `write`.
@@ -435,9 +527,16 @@ impl FioJob {
         }
     }
 
-    /// Bytes of I/O each instance does per loop: `size=`, else
-    /// `filesize * nrfiles` (fio `filesetup.c` `setup_files()`).
+    /// Bytes of I/O each instance does per loop: `io_size=` if set (unlimited
+    /// with `fill_device`), else `size=`, else `filesize * nrfiles` (fio
+    /// `filesetup.c` `setup_files()`).
     pub fn io_size_bytes(&self) -> u64 {
+        if let Some(n) = self.io_limit_bytes {
+            return n;
+        }
+        if self.fill_device {
+            return u64::MAX;
+        }
         match (self.size_bytes, self.filesize_bytes) {
             (Some(s), _) => s,
             (None, Some(f)) => f.saturating_mul(u64::from(self.nrfiles)),

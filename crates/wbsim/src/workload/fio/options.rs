@@ -9,7 +9,8 @@
 //! follow fio's `handle_option()`: `a` sets both, `a,b` read and write, `a,`
 //! read only, `,b` write only, a third (trim) value is checked and ignored.
 //! Anything not in [`OPTIONS`] is an error; fio's range forms (`bs=4k-8k`,
-//! `startdelay=5-10`) and `rw=...:N` offset modifiers are not supported.
+//! `startdelay=5-10`) and the `:N` modifier of random patterns are not
+//! supported (`rw=read:-8k`, a sequential skip, is).
 
 use super::dist::{BlockSizes, RandomDistribution};
 use super::job::{Fallocate, FioJob, IoEngine, OptionSource, RwMode};
@@ -51,6 +52,14 @@ pub enum OptKind {
     /// A log file prefix (`write_bw_log=`...): a string, or bare (fio's
     /// default prefix, the job name).
     LogName,
+    /// A time whose default unit is microseconds (`thinktime`, `flow_sleep`).
+    TimeUs,
+    /// A size in bytes that may be 0 (`offset`, `zoneskip`).
+    SizeOrZero,
+    /// A signed integer (`flow`; its magnitude is the weight).
+    SignedInt,
+    /// One of fixed words.
+    Choice(&'static [&'static str]),
 }
 
 /// One supported option.
@@ -126,7 +135,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("random_distribution", &[],                OptKind::RandDist, "random offsets: random, zipf:T, pareto:H, normal:DEV, zoned:A/S:..."),
     opt("group_reporting", &[],                    OptKind::Flag,     "report a group as a whole"),
     opt("create_on_open",  &[],                    OptKind::Bool,     "create files at open time"),
-    opt("thread",          &[],                    OptKind::Flag,     "clones are threads"),
+    opt("thread",          &["threads"],           OptKind::Flag,     "clones are threads"),
     opt("stonewall",       &["wait_for_previous"], OptKind::Flag,     "wait for earlier jobs"),
     opt("new_group",       &[],                    OptKind::Flag,     "start a new reporting group"),
     opt("loops",           &[],                    COUNT,             "repeat the workload"),
@@ -137,6 +146,22 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("write_lat_log",   &[],                    OptKind::LogName,  "latency logs PREFIX_{slat,clat,lat}.N.log"),
     opt("write_iops_log",  &[],                    OptKind::LogName,  "IOPS log PREFIX_iops.N.log"),
     opt("log_avg_msec",    &[],                    UINT,              "average log entries over this many ms (0: one per I/O)"),
+    opt("thinktime",       &[],                    OptKind::TimeUs,   "idle time after each I/O (default unit us)"),
+    opt("number_ios",      &[],                    UINT,              "stop after this many I/Os"),
+    opt("flow",            &[],                    OptKind::SignedInt, "weight in token-based flow control between jobs"),
+    opt("flow_id",         &[],                    UINT,              "flow control group"),
+    opt("flow_sleep",      &[],                    OptKind::TimeUs,   "sleep when ahead of the flow share (default unit us)"),
+    opt("offset",          &["fileoffset"],        OptKind::SizeOrZero, "start of the I/O region in each file"),
+    opt("offset_increment", &[],                   OptKind::SizeOrZero, "added to offset for each clone"),
+    opt("io_size",         &["io_limit"],          OptKind::Size,     "bytes of I/O per clone (default: size)"),
+    opt("blockalign",      &["ba"],                OptKind::SizePair, "alignment of random offsets"),
+    opt("zonemode",        &[],                    OptKind::Choice(&["none", "strided"]), "strided: I/O in zones of zonesize, skipping zoneskip"),
+    opt("zonesize",        &[],                    OptKind::Size,     "zone length for zonemode=strided"),
+    opt("zoneskip",        &[],                    OptKind::SizeOrZero, "bytes skipped after each zone"),
+    opt("sync",            &[],                    OptKind::Choice(&["0", "1", "none", "sync", "dsync"]), "O_SYNC/O_DSYNC writes"),
+    opt("wait_for",        &[],                    OptKind::Str,      "start after the named job has finished"),
+    opt("rate_process",    &[],                    OptKind::Choice(&["linear", "poisson"]), "linear or Poisson (exponential) gaps between rated I/Os"),
+    opt("fill_device",     &["fill_fs"],           OptKind::Bool,     "write until the device is full (no size limit)"),
 ];
 
 /// fio options wbsim accepts but that change nothing the model represents:
@@ -216,6 +241,28 @@ pub static NOT_MODELLED: &[(&str, &str)] = &[
     ("kb_base",                "only kb_base=1024 (fio's default) units are parsed"),
     ("unit_base",              "output unit selection"),
     ("lockmem",                "memory locking is not modelled"),
+    ("atomic",                 "untorn (RWF_ATOMIC) writes: the model never tears a write"),
+    ("verify_write_sequence",  "data contents are not modelled (no verify reads)"),
+    ("log_prio",               "I/O priorities are not modelled"),
+    ("cmdprio",                "I/O priorities are not modelled"),
+    ("cmdprio_class",          "I/O priorities are not modelled"),
+    ("cmdprio_percentage",     "I/O priorities are not modelled"),
+    ("cmdprio_bssplit",        "I/O priorities are not modelled"),
+    ("dedupe_mode",            "data contents are not modelled"),
+    ("dedupe_global",          "data contents are not modelled"),
+    ("dedupe_working_set_percentage", "data contents are not modelled"),
+    ("ignore_error",           "not modelled yet: the first error ends the clone"),
+    ("error_dump",             "error output selection"),
+    ("rwmixcycle",             "deprecated in fio, which ignores it"),
+    ("iodepth_mode",           "not modelled yet: the job runs at its fixed iodepth"),
+    ("latency_target",         "not modelled yet: the job runs at its fixed iodepth"),
+    ("latency_window",         "not modelled yet: the job runs at its fixed iodepth"),
+    ("latency_percentile",     "not modelled yet: the job runs at its fixed iodepth"),
+    ("numa_cpu_nodes",         "the modelled machine has one NUMA node"),
+    ("numa_mem_policy",        "the modelled machine has one NUMA node"),
+    ("unlink",                 "files are not deleted after the job"),
+    ("create_serialize",       "file layout order is not modelled"),
+    ("exit_what",              "not modelled yet: other jobs run to their own end"),
 ];
 
 /// The not-modelled entry for `key`, if it is one.
@@ -268,7 +315,8 @@ fn levenshtein(a: &str, b: &str) -> usize {
 /// A parsed option value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OptValue {
-    Rw(RwMode),
+    /// The pattern and fio's `:N` offset modifier (bytes, may be negative).
+    Rw(RwMode, i64),
     Engine(IoEngine),
     Fallocate(Fallocate),
     Str(String),
@@ -277,6 +325,8 @@ pub enum OptValue {
     Pair(Option<u64>, Option<u64>),
     Bool(bool),
     Ns(u64),
+    /// A signed integer.
+    I64(i64),
     /// Read and write block size choices (`None`: unchanged).
     Sizes(Option<BlockSizes>, Option<BlockSizes>),
     Dist(RandomDistribution),
@@ -295,15 +345,36 @@ pub fn parse_value(spec: &OptionSpec, raw: Option<&str>) -> Result<OptValue, Str
     let v = raw.trim();
     match spec.kind {
         OptKind::Rw => {
-            if let Some((_, n)) = v.split_once(':') {
-                return Err(format!(
-                    "the ':{n}' offset modifier is not supported; \
-                     expected read, write, randread, randwrite, rw, readwrite or randrw"
-                ));
-            }
-            RwMode::from_fio(v).map(OptValue::Rw).ok_or_else(|| {
-                "expected read, write, randread, randwrite, rw, readwrite or randrw".to_string()
-            })
+            const RW_HINT: &str = "expected read, write, trim, randread, randwrite, randtrim, \
+                                   rw, readwrite or randrw";
+            let (mode, skip) = match v.split_once(':') {
+                Some((m, n)) => (m.trim(), Some(n.trim())),
+                None => (v, None),
+            };
+            let mode = RwMode::from_fio(mode).ok_or_else(|| RW_HINT.to_string())?;
+            let skip = match skip {
+                None => 0,
+                Some(n) if mode.is_random() => {
+                    return Err(format!(
+                        "the ':{n}' modifier of a random pattern (a new offset every {n} \
+                         I/Os) is not supported; {RW_HINT}"
+                    ))
+                }
+                Some(n) => {
+                    let (neg, mag) = match n.strip_prefix('-') {
+                        Some(m) => (true, m),
+                        None => (false, n),
+                    };
+                    let b = parse_size(mag).map_err(|e| format!("':{n}': {e}; {SIZE_HINT}"))?;
+                    let b = i64::try_from(b).map_err(|_| format!("':{n}': too large"))?;
+                    if neg {
+                        -b
+                    } else {
+                        b
+                    }
+                }
+            };
+            Ok(OptValue::Rw(mode, skip))
         }
         OptKind::Engine => IoEngine::from_fio(v).map(OptValue::Engine).ok_or_else(|| {
             "wbsim models the ioengines psync, sync, pvsync2, io_uring and libaio".to_string()
@@ -337,6 +408,43 @@ pub fn parse_value(spec: &OptionSpec, raw: Option<&str>) -> Result<OptValue, Str
             .map_err(|_| "expected 0 or 1, or the bare option name".to_string()),
         OptKind::BsRange | OptKind::BsSplit => parse_sizes(v, spec.kind == OptKind::BsSplit),
         OptKind::RandDist => RandomDistribution::from_fio(v).map(OptValue::Dist),
+        OptKind::TimeUs => {
+            if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+                v.parse::<u64>()
+                    .ok()
+                    .and_then(|n| n.checked_mul(1_000))
+                    .map(OptValue::Ns)
+                    .ok_or_else(|| "number too large".to_string())
+            } else {
+                parse_time_secs_default_ns(v)
+                    .map(OptValue::Ns)
+                    .map_err(|e| {
+                        format!("{e}; expected a time like 2000 (microseconds), 10ms or 1s")
+                    })
+            }
+        }
+        OptKind::SizeOrZero => parse_size(v)
+            .map(OptValue::U64)
+            .map_err(|e| format!("{e}; {SIZE_HINT}")),
+        OptKind::SignedInt => {
+            let (neg, mag) = match v.strip_prefix('-') {
+                Some(m) => (true, m),
+                None => (false, v),
+            };
+            parse_int(mag, 0, U32_MAX)
+                .map(|n| OptValue::I64(if neg { -(n as i64) } else { n as i64 }))
+                .map_err(|e| format!("{e}; expected a whole number"))
+        }
+        OptKind::Choice(words) => {
+            if v == "zbd" && spec.name == "zonemode" {
+                return Err("zoned block devices (zonemode=zbd) are not modelled".to_string());
+            }
+            words
+                .iter()
+                .find(|w| **w == v)
+                .map(|w| OptValue::Str((*w).to_string()))
+                .ok_or_else(|| format!("expected one of {}", words.join(", ")))
+        }
     }
 }
 
@@ -449,7 +557,10 @@ pub fn apply(job: &mut FioJob, spec: &OptionSpec, value: &OptValue, src: &Option
     match (spec.name, value) {
         ("name", V::Str(s)) => job.name = s.clone(),
         ("description", V::Str(s)) => job.description = Some(s.clone()),
-        ("rw", V::Rw(rw)) => job.rw = *rw,
+        ("rw", V::Rw(rw, skip)) => {
+            job.rw = *rw;
+            job.seq_skip_bytes = *skip;
+        }
         ("rwmixread", V::U64(n)) => job.rwmixread_pct = *n as u8,
         ("rwmixwrite", V::U64(n)) => job.rwmixread_pct = 100 - *n as u8,
         ("bs", V::Pair(r, w)) => {
@@ -512,6 +623,22 @@ pub fn apply(job: &mut FioJob, spec: &OptionSpec, value: &OptValue, src: &Option
         ("write_lat_log", V::Str(s)) => job.write_lat_log = Some(s.clone()),
         ("write_iops_log", V::Str(s)) => job.write_iops_log = Some(s.clone()),
         ("log_avg_msec", V::U64(n)) => job.log_avg_msec = *n,
+        ("thinktime", V::Ns(ns)) => job.thinktime_ns = *ns,
+        ("number_ios", V::U64(n)) => job.number_ios = (*n > 0).then_some(*n),
+        ("flow", V::I64(n)) => job.flow_weight = n.unsigned_abs(),
+        ("flow_id", V::U64(n)) => job.flow_id = *n,
+        ("flow_sleep", V::Ns(ns)) => job.flow_sleep_ns = *ns,
+        ("offset", V::U64(n)) => job.offset_bytes = *n,
+        ("offset_increment", V::U64(n)) => job.offset_increment_bytes = *n,
+        ("io_size", V::U64(n)) => job.io_limit_bytes = Some(*n),
+        ("blockalign", V::Pair(r, w)) => job.blockalign_bytes = r.max(w).or(job.blockalign_bytes),
+        ("zonemode", V::Str(s)) => job.zonemode_strided = s == "strided",
+        ("zonesize", V::U64(n)) => job.zonesize_bytes = *n,
+        ("zoneskip", V::U64(n)) => job.zoneskip_bytes = *n,
+        ("sync", V::Str(s)) => job.osync = !matches!(s.as_str(), "0" | "none"),
+        ("wait_for", V::Str(s)) => job.wait_for = Some(s.clone()),
+        ("rate_process", V::Str(s)) => job.rate_poisson = s == "poisson",
+        ("fill_device", V::Bool(b)) => job.fill_device = *b,
         // parse_value() produces the value type matching each kind above.
         _ => unreachable!("option '{}' got a value of the wrong type", spec.name),
     }
@@ -544,6 +671,10 @@ mod tests {
                 OptKind::BsSplit => "4k/50:8k/50",
                 OptKind::RandDist => "zipf:1.2",
                 OptKind::LogName => "pfx",
+                OptKind::TimeUs => "100",
+                OptKind::SizeOrZero => "0",
+                OptKind::SignedInt => "-2",
+                OptKind::Choice(w) => w[w.len() - 1],
             };
             let v = parse_value(spec, Some(sample)).expect(spec.name);
             let mut job = FioJob::with_defaults("j", "t", 1);

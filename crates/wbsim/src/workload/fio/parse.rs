@@ -16,6 +16,10 @@
 //! change nothing the model represents ([`super::options::NOT_MODELLED`]) are
 //! accepted and returned once each as [`NotModelled`].
 //!
+//! A job without `size=` is accepted when its files are sized otherwise
+//! (a block device, `fill_device`, or a file an earlier job lays out); the
+//! size is then taken when the file is opened.
+//!
 //! Not supported (errors): `$ncpus`, `$mb_memory` and fio's `{ }` arithmetic,
 //! options before the first section.
 
@@ -346,26 +350,53 @@ pub fn parse_text(
         ));
     }
 
-    let mut jobs = Vec::with_capacity(raw_jobs.len());
+    let mut jobs: Vec<FioJob> = Vec::with_capacity(raw_jobs.len());
     for rj in &raw_jobs {
         let mut job = FioJob::with_defaults(&rj.section, origin, rj.line);
         for a in rj.inherited.iter().chain(&rj.own) {
             apply(&mut job, a.spec, &a.value, &a.src);
         }
-        check_job(&mut job)?;
+        check_job(&mut job, &jobs)?;
         jobs.push(job);
     }
     assign_groups(&mut jobs);
     Ok((jobs, not_modelled))
 }
 
-/// Semantic checks on a resolved job; clamps `iodepth` for sync engines.
-fn check_job(job: &mut FioJob) -> Result<(), FioError> {
-    if job.size_bytes.is_none() && job.filesize_bytes.is_none() {
+/// Whether fio can size `job`'s files without `size=`: a block device has
+/// its capacity, `fill_device` writes until the device is full, and a file
+/// an earlier job of the file lays out exists by the time this one opens it
+/// (fio `filesetup.c` `get_file_sizes()`).
+fn sized_elsewhere(job: &FioJob, earlier: &[FioJob]) -> bool {
+    let files: Vec<String> = job.instances().into_iter().flat_map(|i| i.files).collect();
+    let known = |f: &String| {
+        f.starts_with("/dev/")
+            || earlier
+                .iter()
+                .any(|e| e.instances().iter().any(|i| i.files.contains(f)))
+    };
+    job.fill_device || (!files.is_empty() && files.iter().all(known))
+}
+
+/// Semantic checks on a resolved job (`earlier`: the jobs before it in the
+/// file); clamps `iodepth` for sync engines.
+fn check_job(job: &mut FioJob, earlier: &[FioJob]) -> Result<(), FioError> {
+    if job.size_bytes.is_none() && job.filesize_bytes.is_none() && !sized_elsewhere(job, earlier) {
         return Err(job.error_at(
             "size",
             "you need to specify size= (fio will not lay out a new file without size= or filesize=)",
         ));
+    }
+    if job.zonemode_strided && job.zonesize_bytes == 0 {
+        return Err(job.error_at("zonemode", "zonemode=strided needs zonesize="));
+    }
+    if let Some(w) = &job.wait_for {
+        if !earlier.iter().any(|e| &e.name == w) {
+            return Err(job.error_at(
+                "wait_for",
+                format!("wait_for={w}: no earlier job of that name (fio waits only for a job defined before)"),
+            ));
+        }
     }
     if job.time_based && job.runtime_ns.is_none() {
         return Err(job.error_at(

@@ -466,7 +466,7 @@ impl Filesystem for Xfs {
             mp.account_alloc(agno, blocks, neighbours);
             drop(agf);
             drop(ilock);
-            m.count_event("xfs_bmapi_convert_delalloc");
+            m.count_inode_event("xfs_bmapi_convert_delalloc", inode);
             m.sim().trace("xfs_alloc_vextent", || {
                 format!("ino={} agno={agno} len={blocks}", inode.ino)
             });

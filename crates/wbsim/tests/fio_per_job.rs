@@ -1,0 +1,79 @@
+//! Per-job numbers are the job's own: page-cache growth and tracepoint
+//! counts of the files it opened, not the machine's; machine-wide
+//! tracepoints are reported once; a job cut off by the run's end is flagged.
+
+use std::process::Command;
+
+fn run_job(name: &str, text: &str, duration: &str) -> serde_json::Value {
+    let dir = std::env::temp_dir().join(format!("wbsim-per-job-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let job = dir.join(format!("{name}.fio"));
+    std::fs::write(&job, text).expect("write job");
+    let out = dir.join("r.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_wbsim"))
+        .args([
+            "run",
+            job.to_str().unwrap_or_default(),
+            "--duration",
+            duration,
+        ])
+        .args(["--out", out.to_str().unwrap_or_default()])
+        .output()
+        .expect("wbsim");
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = serde_json::from_str(&std::fs::read_to_string(&out).expect("results")).expect("json");
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
+fn value(r: &serde_json::Value, metric: &str) -> f64 {
+    r["metrics"][metric]["value"].as_f64().unwrap_or(0.0)
+}
+
+#[test]
+fn a_direct_reader_beside_a_buffered_writer_grows_no_cache() {
+    let r = run_job(
+        "pair",
+        "[buffered]\nrw=write\nbs=64k\nsize=128m\nrate=64m\nend_fsync=1\n\
+         [direct]\nrw=read\ndirect=1\nbs=64k\nsize=64m\nrate=32m\n",
+        "4s",
+    );
+    // The writer's own files grew by about its size; the reader's by none,
+    // although the machine's page cache grew while it ran.
+    let grew = value(&r, "fio.buffered.0.cache_growth");
+    assert!(grew > 100.0, "writer's cache growth {grew} MiB");
+    assert_eq!(value(&r, "fio.direct.0.cache_growth"), 0.0);
+    assert_eq!(value(&r, "fio.direct.0.peak_dirty"), 0.0);
+    // Unwritten-extent conversions happen on the writer's file only.
+    let conv = value(&r, "fio.buffered.0.trace.xfs_unwritten_convert");
+    assert!(conv > 0.0);
+    assert!(r["metrics"]
+        .get("fio.direct.0.trace.xfs_unwritten_convert")
+        .is_none());
+    // Machine-wide, once, and the per-job counts add up to it.
+    assert_eq!(value(&r, "trace.xfs_unwritten_convert"), conv);
+    // Counts are integers in the results.
+    let text = serde_json::to_string(&r["metrics"]["trace.xfs_unwritten_convert"]).unwrap();
+    assert!(!text.contains(".0"), "{text}");
+    assert!(r["unfinished_jobs"].as_array().is_none_or(|a| a.is_empty()));
+}
+
+#[test]
+fn a_sizeless_device_job_cut_off_by_the_run_is_flagged() {
+    // No size=: the whole (64 GiB) device, far more than 50 ms can do.
+    let r = run_job(
+        "dev",
+        "[dev]\nfilename=/dev/sdb\nrw=randread\ndirect=1\nioengine=libaio\niodepth=4\n",
+        "50ms",
+    );
+    let unfinished: Vec<&str> = r["unfinished_jobs"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(unfinished, ["dev.0"]);
+}
