@@ -77,6 +77,18 @@ fn skipping_the_drain_trips_the_teardown_invariant() {
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap();
+    // The built-in target unmounts right after its last rmdir, before that
+    // memcg's offline has queued the switches of its inodes (so with the
+    // merged large-folio writeback none is in flight then, and the drain has
+    // nothing to wait for). 20 ms later they are in flight: that is when
+    // skipping the drain lets a switch touch the torn-down superblock.
+    let umount =
+        r#"  { op = "umount", filesystem = "tgt", exec = true, record = "umount.elapsed" },"#;
+    assert!(text.contains(umount), "the target's umount step moved");
+    let text = text.replace(
+        umount,
+        &format!("  {{ op = \"sleep\", for = \"20ms\" }},\n{umount}"),
+    );
     std::fs::write(
         &scenario,
         format!("{text}\n[variants.none]\numount_drain = \"none\"\n"),

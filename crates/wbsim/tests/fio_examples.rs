@@ -49,6 +49,37 @@ const EXPECTED_FAILURES: &[&str] = &[
     "cross-stripe-verify.fio",
 ];
 
+/// The examples fio 3.33 itself rejects when it parses them (checked
+/// against the real fio below when it is installed): they are not working
+/// job files, so the one-in-ten allowance counts the others.
+const FIO_REJECTS: &[&str] = &["poisson-rate-submission.fio", "sprandom.fio"];
+
+/// fio itself refuses the files of [`FIO_REJECTS`] (`fio --parse-only`),
+/// so leaving them out of the count is not a choice of ours. Skipped, with
+/// the reason printed, where fio is not installed (scripts/install.sh
+/// installs it).
+#[test]
+fn fio_itself_rejects_the_files_left_out_of_the_count() {
+    if Command::new("fio").arg("--version").output().is_err() {
+        eprintln!("fio is not installed: skipped");
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fio-examples");
+    for name in FIO_REJECTS {
+        let o = Command::new("fio")
+            .arg("--parse-only")
+            .arg(dir.join(name))
+            .env_remove("FIO_BS")
+            .output()
+            .expect("fio");
+        let t = text(&o);
+        assert!(
+            !o.status.success() || t.contains("dropped") || t.contains("failed parsing"),
+            "fio accepts {name}:\n{t}"
+        );
+    }
+}
+
 #[test]
 fn fio_examples_run_with_one_command() {
     let out = std::env::temp_dir().join(format!("wbsim-fio-examples-{}", std::process::id()));
@@ -98,5 +129,13 @@ fn fio_examples_run_with_one_command() {
         .filter(|f| !EXPECTED_FAILURES.contains(&f.as_str()))
         .collect();
     assert!(unexpected.is_empty(), "unexpected failures: {unexpected:?}");
+    // Nine in ten of the job files fio itself accepts run.
+    // (The rejected files are among the failures, so `ok` counts only
+    // fio-valid ones.)
+    let valid = files.len() - FIO_REJECTS.len();
+    assert!(
+        ok * 10 >= valid * 9,
+        "{ok} of {valid} fio-valid examples run (need 9 in 10)"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }

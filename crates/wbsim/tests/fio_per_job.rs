@@ -45,15 +45,15 @@ fn a_direct_reader_beside_a_buffered_writer_grows_no_cache() {
     );
     // The writer's own files grew by about its size; the reader's by none,
     // although the machine's page cache grew while it ran.
-    let grew = value(&r, "fio.buffered.0.cache_growth");
+    let grew = value(&r, "fio.buffered.cache_growth");
     assert!(grew > 100.0, "writer's cache growth {grew} MiB");
-    assert_eq!(value(&r, "fio.direct.0.cache_growth"), 0.0);
-    assert_eq!(value(&r, "fio.direct.0.peak_dirty"), 0.0);
+    assert_eq!(value(&r, "fio.direct.cache_growth"), 0.0);
+    assert_eq!(value(&r, "fio.direct.peak_dirty"), 0.0);
     // Unwritten-extent conversions happen on the writer's file only.
-    let conv = value(&r, "fio.buffered.0.trace.xfs_unwritten_convert");
+    let conv = value(&r, "fio.buffered.trace.xfs_unwritten_convert");
     assert!(conv > 0.0);
     assert!(r["metrics"]
-        .get("fio.direct.0.trace.xfs_unwritten_convert")
+        .get("fio.direct.trace.xfs_unwritten_convert")
         .is_none());
     // Machine-wide, once, and the per-job counts add up to it.
     assert_eq!(value(&r, "trace.xfs_unwritten_convert"), conv);
@@ -75,5 +75,5 @@ fn a_sizeless_device_job_cut_off_by_the_run_is_flagged() {
         .as_array()
         .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
         .unwrap_or_default();
-    assert_eq!(unfinished, ["dev.0"]);
+    assert_eq!(unfinished, ["dev"]);
 }
