@@ -1,23 +1,9 @@
 //! `wbsim run` and `wbsim check` as a user runs them: results files, clear
 //! errors with a non-zero exit for bad input.
 
-use std::process::Command;
+mod common;
 
-fn wbsim(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_wbsim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap_or_else(|e| panic!("wbsim: {e}"))
-}
-
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use common::{text, wbsim};
 
 const E3: &str = "../../scenarios/lazy-umount.toml";
 

@@ -6,21 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn wbsim(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_wbsim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap_or_else(|e| panic!("wbsim: {e}"))
-}
+mod common;
 
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use common::{text, wbsim};
 
 fn examples() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fio-examples");

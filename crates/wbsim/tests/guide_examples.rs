@@ -2,23 +2,9 @@
 //! job file or a scenario) is written out, checked with `wbsim check` and
 //! run briefly with `wbsim run`.
 
-use std::process::Command;
+mod common;
 
-fn wbsim(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_wbsim"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("wbsim: {e}"))
-}
-
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use common::{text, wbsim_in as wbsim};
 
 /// The `guide:NAME` blocks of the guide: (NAME, text).
 fn blocks(guide: &str) -> Vec<(String, String)> {

@@ -3,6 +3,9 @@
 //! read a statistic with a message naming the run.
 #![allow(dead_code)]
 
+use std::path::Path;
+use std::process::{Command, Output};
+
 use wbsim::experiment::results::Results;
 use wbsim::experiment::runner::{run_one, RunOptions};
 use wbsim::experiment::scenario::{load, parse_str, ResolvedVariant, Scenario};
@@ -49,4 +52,28 @@ pub fn run_text(text: &str) -> Results {
 pub fn stat(r: &Results, m: &str, s: &str) -> f64 {
     r.stat(m, s)
         .unwrap_or_else(|| panic!("{} [{}]: no metric {m} {s}", r.scenario, r.variant))
+}
+
+/// Runs the `wbsim` binary with `args` from the crate's directory (so
+/// `../../scenarios/...` and `tests/fixtures/...` paths work).
+pub fn wbsim(args: &[&str]) -> Output {
+    wbsim_in(Path::new(env!("CARGO_MANIFEST_DIR")), args)
+}
+
+/// Runs the `wbsim` binary with `args` in `dir`.
+pub fn wbsim_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wbsim"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("wbsim: {e}"))
+}
+
+/// What a run printed: stdout, then stderr.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
