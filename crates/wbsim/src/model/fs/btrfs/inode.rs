@@ -23,6 +23,7 @@ use crate::model::fs::btrfs::disk_io::{
 };
 use crate::model::fs::btrfs::extent_io::{BtrfsKey, LeafItem};
 use crate::model::fs::btrfs::file_item::btrfs_csum_file_blocks;
+use crate::model::fs::btrfs::fs::BtrfsTransHandle;
 
 /// `btrfs_finish_one_ordered` for the first write of file bytes
 /// `[offset, offset + len)` of (`subvol`, `ino`): a new extent of the
@@ -56,23 +57,7 @@ pub async fn btrfs_finish_ordered_new(
         btrfs_search_slot(Some(&trans), root, &item.key, &mut path, ins, true).await;
         path.insert_item(item);
     }
-    let item = LeafItem {
-        key: BtrfsKey::new(new.bytenr, BTRFS_EXTENT_ITEM_KEY, new.len),
-        size: BTRFS_DATA_EXTENT_ITEM_SIZE,
-    };
-    let mut path = BtrfsPath::new();
-    let ins = (BTRFS_DATA_EXTENT_ITEM_SIZE + BTRFS_ITEM_SIZE) as i32;
-    btrfs_search_slot(
-        Some(&trans),
-        fs.extent_root(),
-        &item.key,
-        &mut path,
-        ins,
-        true,
-    )
-    .await;
-    path.insert_item(item);
-    drop(path);
+    insert_data_extent_item(fs, &trans, &new).await;
     fs.add_extent(new);
     new
 }
@@ -107,6 +92,20 @@ pub async fn btrfs_finish_ordered_overwrite(
         }
     }
     // The new extent item.
+    insert_data_extent_item(fs, &trans, &new).await;
+    fs.replace_extent(new);
+    fs.delayed_refs().add_drop(DelayedDataRefDrop {
+        bytenr: old.bytenr,
+        num_bytes: old.len,
+        transid: trans.transid,
+    });
+    Some(new)
+}
+
+/// The extent item of a new data extent, inserted into the extent tree with
+/// a COW search (`alloc_reserved_file_extent` through the delayed ref of
+/// the new extent; here at once).
+async fn insert_data_extent_item(fs: &BtrfsFsInfo, trans: &BtrfsTransHandle, new: &DataExtent) {
     let item = LeafItem {
         key: BtrfsKey::new(new.bytenr, BTRFS_EXTENT_ITEM_KEY, new.len),
         size: BTRFS_DATA_EXTENT_ITEM_SIZE,
@@ -114,7 +113,7 @@ pub async fn btrfs_finish_ordered_overwrite(
     let mut path = BtrfsPath::new();
     let ins = (BTRFS_DATA_EXTENT_ITEM_SIZE + BTRFS_ITEM_SIZE) as i32;
     btrfs_search_slot(
-        Some(&trans),
+        Some(trans),
         fs.extent_root(),
         &item.key,
         &mut path,
@@ -123,12 +122,4 @@ pub async fn btrfs_finish_ordered_overwrite(
     )
     .await;
     path.insert_item(item);
-    drop(path);
-    fs.replace_extent(new);
-    fs.delayed_refs().add_drop(DelayedDataRefDrop {
-        bytenr: old.bytenr,
-        num_bytes: old.len,
-        transid: trans.transid,
-    });
-    Some(new)
 }
