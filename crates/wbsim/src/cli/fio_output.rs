@@ -173,27 +173,16 @@ pub fn ctime(secs: u64) -> String {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    // humantime's RFC 3339 form, "YYYY-MM-DDTHH:MM:SSZ", re-ordered.
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    let iso = humantime::format_rfc3339_seconds(t).to_string();
+    let (y, m, d, hms) = (&iso[0..4], &iso[5..7], &iso[8..10], &iso[11..19]);
+    let month = m.parse::<usize>().unwrap_or(1).clamp(1, 12);
+    let day: u32 = d.parse().unwrap_or(1);
     format!(
-        "{} {} {:>2} {:02}:{:02}:{:02} {}",
-        DAYS[(days % 7) as usize],
-        MONTHS[(m - 1) as usize],
-        d,
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        y
+        "{} {} {day:>2} {hms} {y}",
+        DAYS[((secs / 86_400) % 7) as usize],
+        MONTHS[month - 1],
     )
 }
 

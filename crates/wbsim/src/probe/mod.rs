@@ -466,39 +466,13 @@ pub fn run(opts: &Options) -> anyhow::Result<Outcome> {
     live.notes = notes;
     let host = Host {
         wall_time_s: t0.elapsed().as_secs_f64(),
-        date: date_utc(),
+        date: crate::cli::today(),
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
     Ok(Outcome {
         results: Results::from_probe(&name, model, &metrics, jobs, host, live),
         interrupted,
     })
-}
-
-/// Now as RFC 3339 UTC (civil-from-days, no time crate needed).
-fn date_utc() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 /// Records one job as the `fio.<job>.*` metrics and a fio-shaped entry.
@@ -605,7 +579,7 @@ pub fn record_job(
 mod tests {
     #[test]
     fn date_is_rfc3339() {
-        let d = super::date_utc();
+        let d = crate::cli::today();
         assert_eq!(d.len(), 20, "{d}");
         assert!(d.starts_with("20") && d.ends_with('Z'), "{d}");
     }
