@@ -294,6 +294,31 @@ struct CloneState {
     error: Option<&'static str>,
 }
 
+impl CloneState {
+    /// Counts one completed write; true when `fsync=every` asks for an
+    /// fsync now (fio's `should_fsync()` after every `every` writes).
+    fn fsync_due_after_write(&mut self, every: u32) -> bool {
+        self.writes_since_fsync += 1;
+        if self.writes_since_fsync < every {
+            return false;
+        }
+        self.writes_since_fsync = 0;
+        true
+    }
+}
+
+/// `fsync()` of `f` (not a data-integrity `fdatasync`), its time recorded
+/// as fio's sync latency of entry `stats_id` when `measured`.
+async fn fsync_recorded(w: &World, f: &File, stats_id: usize, measured: bool) {
+    let t0 = w.m.now();
+    vfs_fsync(&w.m, &f.sb, &f.inode, false).await;
+    if measured {
+        w.jobs.borrow_mut()[stats_id]
+            .sync_lat
+            .record(w.m.now() - t0);
+    }
+}
+
 /// fio's random map (`lib/axmap.c`, used unless `norandommap`): a bit per
 /// block of the file; a random block already done is replaced by the next
 /// free one after it (`axmap_next_free`), so one pass over the file does
@@ -641,11 +666,7 @@ async fn finish_clone(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>,
     if job.end_fsync || job.fsync_on_close {
         let files = st.borrow().files.clone();
         for f in &files {
-            let t0 = sim.now();
-            vfs_fsync(m, &f.sb, &f.inode, false).await;
-            w.jobs.borrow_mut()[stats_id]
-                .sync_lat
-                .record(sim.now() - t0);
+            fsync_recorded(w, f, stats_id, true).await;
         }
     }
     let error = st.borrow().error;
@@ -787,26 +808,13 @@ async fn run_lane(
         if job.thinktime_ns > 0 {
             sim.sleep(job.thinktime_ns).await;
         }
-        if io.write && job.fsync_every_writes > 0 {
-            let due = {
-                let mut s = st.borrow_mut();
-                s.writes_since_fsync += 1;
-                if s.writes_since_fsync >= job.fsync_every_writes {
-                    s.writes_since_fsync = 0;
-                    true
-                } else {
-                    false
-                }
-            };
-            if due {
-                let t1 = sim.now();
-                vfs_fsync(m, &f.sb, &f.inode, false).await;
-                if measured {
-                    w.jobs.borrow_mut()[stats_id]
-                        .sync_lat
-                        .record(sim.now() - t1);
-                }
-            }
+        if io.write
+            && job.fsync_every_writes > 0
+            && st
+                .borrow_mut()
+                .fsync_due_after_write(job.fsync_every_writes)
+        {
+            fsync_recorded(w, &f, stats_id, measured).await;
         }
     }
 }
@@ -979,24 +987,18 @@ async fn run_io_uring(
                     now - fl_io.issue,
                 );
             }
-            if fl_io.io.write && job.fsync_every_writes > 0 {
-                let mut s = st.borrow_mut();
-                s.writes_since_fsync += 1;
-                if s.writes_since_fsync >= job.fsync_every_writes {
-                    s.writes_since_fsync = 0;
-                    fsync_due = Some(fl_io.io.file);
-                }
+            if fl_io.io.write
+                && job.fsync_every_writes > 0
+                && st
+                    .borrow_mut()
+                    .fsync_due_after_write(job.fsync_every_writes)
+            {
+                fsync_due = Some(fl_io.io.file);
             }
         }
         if let Some(fi) = fsync_due {
             let f = st.borrow().files[fi].clone();
-            let t1 = sim.now();
-            vfs_fsync(m, &f.sb, &f.inode, false).await;
-            if measured {
-                w.jobs.borrow_mut()[stats_id]
-                    .sync_lat
-                    .record(sim.now() - t1);
-            }
+            fsync_recorded(w, &f, stats_id, measured).await;
         }
     }
 }
