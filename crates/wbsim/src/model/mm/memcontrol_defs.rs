@@ -93,6 +93,35 @@ pub struct PsiMem {
 }
 
 impl MemCgroup {
+    /// `mem_cgroup_alloc`: a new, online memcg with nothing charged, no
+    /// cgroup wbs and no tasks.
+    fn alloc(
+        id: u64,
+        cgroup: CgroupId,
+        parent: Option<u64>,
+        name: &str,
+        memory_high: Option<u64>,
+        memory_max: Option<u64>,
+    ) -> Rc<MemCgroup> {
+        Rc::new(MemCgroup {
+            id,
+            cgroup,
+            parent,
+            name: name.to_string(),
+            memory_high,
+            memory_max,
+            online: Cell::new(true),
+            css_refs: Cell::new(0),
+            cgwb_list: RefCell::new(Vec::new()),
+            cgwb_list_closed: Cell::new(false),
+            usage: Cell::new(0),
+            events: Cell::new(MemcgEvents::default()),
+            psi: Cell::new(PsiMem::default()),
+            tasks: RefCell::new(BTreeSet::new()),
+            lru: RefCell::new(BTreeMap::new()),
+        })
+    }
+
     /// Whether the memcg is online (CSS_ONLINE).
     pub fn online(&self) -> bool {
         self.online.get()
@@ -258,23 +287,7 @@ pub struct MemcgTable {
 impl MemcgTable {
     /// A hierarchy with the root memcg only (tied to the root cgroup).
     pub fn new() -> Self {
-        let root = Rc::new(MemCgroup {
-            id: ROOT_MEM_CGROUP_ID,
-            cgroup: CgroupId::ROOT,
-            parent: None,
-            name: "/".into(),
-            memory_high: None,
-            memory_max: None,
-            online: Cell::new(true),
-            css_refs: Cell::new(0),
-            cgwb_list: RefCell::new(Vec::new()),
-            cgwb_list_closed: Cell::new(false),
-            usage: Cell::new(0),
-            events: Cell::new(MemcgEvents::default()),
-            psi: Cell::new(PsiMem::default()),
-            tasks: RefCell::new(BTreeSet::new()),
-            lru: RefCell::new(BTreeMap::new()),
-        });
+        let root = MemCgroup::alloc(ROOT_MEM_CGROUP_ID, CgroupId::ROOT, None, "/", None, None);
         MemcgTable {
             by_id: RefCell::new(BTreeMap::from([(ROOT_MEM_CGROUP_ID, root)])),
             by_cgroup: RefCell::new(BTreeMap::from([(CgroupId::ROOT, ROOT_MEM_CGROUP_ID)])),
@@ -314,23 +327,14 @@ impl MemcgTable {
     ) -> Rc<MemCgroup> {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
-        let m = Rc::new(MemCgroup {
+        let m = MemCgroup::alloc(
             id,
             cgroup,
-            parent: Some(parent.unwrap_or(ROOT_MEM_CGROUP_ID)),
-            name: name.to_string(),
+            Some(parent.unwrap_or(ROOT_MEM_CGROUP_ID)),
+            name,
             memory_high,
             memory_max,
-            online: Cell::new(true),
-            css_refs: Cell::new(0),
-            cgwb_list: RefCell::new(Vec::new()),
-            cgwb_list_closed: Cell::new(false),
-            usage: Cell::new(0),
-            events: Cell::new(MemcgEvents::default()),
-            psi: Cell::new(PsiMem::default()),
-            tasks: RefCell::new(BTreeSet::new()),
-            lru: RefCell::new(BTreeMap::new()),
-        });
+        );
         self.by_id.borrow_mut().insert(id, m.clone());
         self.by_cgroup.borrow_mut().insert(cgroup, id);
         m
