@@ -17,7 +17,6 @@
 
 use std::rc::Rc;
 
-use crate::model::block::{Bio, BioFlags};
 use crate::model::fs::inode::Inode;
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
@@ -50,16 +49,11 @@ impl BlockDev {
         BlockDev { capacity_bytes }
     }
 
-    /// `blkdev_issue_flush()`: an empty PREFLUSH bio, waited for.
+    /// `blkdev_issue_flush()` of the device
+    /// ([`crate::model::block::BlockDevice::flush`]).
     async fn issue_flush(sb: &SuperBlock) {
         if let Some(dev) = &sb.device {
-            let flags = BioFlags {
-                preflush: true,
-                fua: false,
-                sync: true,
-            };
-            dev.submit_bio_wait(Bio::write(0, 0).with_flags(flags))
-                .await;
+            dev.flush().await;
         }
     }
 }
