@@ -294,6 +294,13 @@ pub const EXPERIMENTS: &[Experiment] = &[
                 Combine::Sum,
             ),
             col(
+                "flusher CPU per page written (us)",
+                "wb.*.flusher_cpu_per_page",
+                "mean",
+                "us",
+                Combine::Mean,
+            ),
+            col(
                 "AGF lock wait (ms, all AGs)",
                 "lock.xfs_agf:*.wait_total",
                 "mean",

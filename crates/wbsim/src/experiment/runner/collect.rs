@@ -196,14 +196,17 @@ fn cgwb_and_rcu(m: &crate::model::machine::Machine, metrics: &mut Metrics) {
 
 /// What each writeback context did (E4), for runs that choose `nr_wb_ctx`:
 /// per filesystem FS (its scenario name) `wb.FS.ctxN.pages_written` and
-/// `wb.FS.ctxN.flusher_cpu` (ms), and `wb.FS.ctx_active`, the contexts
-/// whose flusher wrote anything.
+/// `wb.FS.ctxN.flusher_cpu` (ms), `wb.FS.ctx_active`, the contexts
+/// whose flusher wrote anything, and `wb.FS.flusher_cpu_per_page` (us), the
+/// flushers' CPU over the pages they wrote, all contexts together (the
+/// per-page writeback cost E4's rates are about).
 fn wb_contexts(world: &World, metrics: &mut Metrics) {
     let m = &world.m;
     if m.policies().nr_wb_ctx.is_none() {
         return;
     }
     let mut active: BTreeMap<String, u64> = BTreeMap::new();
+    let mut per_fs: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for s in m.wb_ctx_stats() {
         let Some(fs) = world.filesystems.iter().find(|f| f.mountpoint == s.sb) else {
             continue;
@@ -220,9 +223,21 @@ fn wb_contexts(world: &World, metrics: &mut Metrics) {
             s.flusher_cpu_ns as f64 / 1e6,
         );
         *active.entry(fs.name.clone()).or_insert(0) += u64::from(s.pages_written > 0);
+        let t = per_fs.entry(fs.name.clone()).or_insert((0, 0));
+        t.0 += s.flusher_cpu_ns;
+        t.1 += s.pages_written;
     }
     for (fs, n) in active {
         metrics.set(&format!("wb.{fs}.ctx_active"), "count", n as f64);
+    }
+    for (fs, (cpu_ns, pages)) in per_fs {
+        if pages > 0 {
+            metrics.set(
+                &format!("wb.{fs}.flusher_cpu_per_page"),
+                "us",
+                cpu_ns as f64 / pages as f64 / 1e3,
+            );
+        }
     }
 }
 
