@@ -45,9 +45,10 @@ pub const IN_REPRODUCE: &[(&str, bool)] = &[
     ("cgwb-umount", true),
     ("btrfs-csum-commit-root", true),
     ("lazy-umount", true),
-    // E4: off: measured 2026-11-25, its `--quick` sweep (24 points of 4 s
-    // simulated) takes 209 s of CPU and the full one about ten times that,
-    // because the model writes back 12-20x the published rate (see
+    // E4: off: its `--quick` sweep (24 points of 4 s simulated) took 209 s
+    // of CPU on 2026-11-25 and 316 s on 2026-11-27 (load 7-8, 10 min wall
+    // with --jobs 2), the full one about ten times that, far from the 60 s
+    // target, because the model writes back 12-20x the published rate (see
     // docs/experiments.md E4); `--only E4` runs it.
     ("parallel-writeback", false),
     ("dontcache", true),
