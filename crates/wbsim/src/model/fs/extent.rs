@@ -32,15 +32,34 @@ pub struct IntervalSet {
 impl IntervalSet {
     /// Ranges overlapping or touching `[start, end)`, in order.
     pub fn touching(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
-        let mut v: Vec<(u64, u64)> = self
+        self.touching_iter(start, end).collect()
+    }
+
+    /// [`IntervalSet::touching`] without collecting: the one range that
+    /// starts before `start` and reaches it (ranges are disjoint and not
+    /// adjacent, so there is at most one), then every range starting in
+    /// `[start, end]`.
+    fn touching_iter(&self, start: u64, end: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let first = self
             .ranges
-            .range(..=end)
-            .rev()
-            .take_while(|&(_, &re)| re >= start)
+            .range(..start)
+            .next_back()
+            .filter(|&(_, &re)| re >= start)
+            .map_or(start, |(&rs, _)| rs);
+        (first <= end)
+            .then(|| self.ranges.range(first..=end))
+            .into_iter()
+            .flatten()
             .map(|(&s, &e)| (s, e))
-            .collect();
-        v.reverse();
-        v
+    }
+
+    /// The end of the range holding page `p`, if one does.
+    fn covering_end(&self, p: u64) -> Option<u64> {
+        self.ranges
+            .range(..=p)
+            .next_back()
+            .filter(|&(_, &re)| re > p)
+            .map(|(_, &re)| re)
     }
 
     /// Adds `[start, end)`, merging with neighbours.
@@ -94,7 +113,7 @@ impl IntervalSet {
     pub fn gaps(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         let mut at = start;
-        for (rs, re) in self.touching(start, end) {
+        for (rs, re) in self.touching_iter(start, end) {
             if rs > at {
                 out.push((at, rs.min(end)));
             }
@@ -170,7 +189,20 @@ impl ExtentMap {
     /// Whether writing back `[start, end)` must allocate blocks (some page is
     /// a delalloc hole).
     pub fn needs_alloc(&self, start: u64, end: u64) -> bool {
-        !self.holes(start, end).is_empty()
+        // Walk the blocks from `start` (written and unwritten ranges may
+        // abut each other) until a page has none.
+        let mut at = start;
+        while at < end {
+            match self
+                .written
+                .covering_end(at)
+                .or_else(|| self.unwritten.covering_end(at))
+            {
+                Some(e) => at = e,
+                None => return true,
+            }
+        }
+        false
     }
 
     /// Reserves `[start, end)` beyond EOF as delalloc (speculative
@@ -187,7 +219,7 @@ impl ExtentMap {
     /// allocated.
     pub fn allocate(&mut self, start: u64, end: u64) -> u64 {
         let mut end = end;
-        if let Some(&(rs, re)) = self.eof_reserved.touching(end, end).first() {
+        if let Some((rs, re)) = self.eof_reserved.touching_iter(end, end).next() {
             if rs <= end {
                 end = end.max(re);
             }
@@ -201,8 +233,8 @@ impl ExtentMap {
     /// extended through the reservation beyond EOF contiguous with it (what
     /// [`ExtentMap::allocate`] allocates).
     pub fn delalloc_extent(&self, start: u64, end: u64) -> (u64, u64) {
-        match self.eof_reserved.touching(end, end).first() {
-            Some(&(rs, re)) if rs <= end => (start, end.max(re)),
+        match self.eof_reserved.touching_iter(end, end).next() {
+            Some((rs, re)) if rs <= end => (start, end.max(re)),
             _ => (start, end),
         }
     }
@@ -271,6 +303,10 @@ mod tests {
         assert!(u.overlaps(19, 21));
         assert!(!u.overlaps(20, 30));
         assert_eq!(u.gaps(0, 50), vec![(20, 30), (40, 50)]);
+        assert_eq!(u.touching(20, 30), vec![(0, 20), (30, 40)]);
+        assert_eq!(u.touching(21, 29), Vec::<(u64, u64)>::new());
+        assert_eq!(u.touching(5, 5), vec![(0, 20)]);
+        assert_eq!(u.touching(45, 41), Vec::<(u64, u64)>::new());
         assert_eq!(u.remove(5, 6), (1, 1));
         assert_eq!(u.remove(0, 1), (1, 0));
         assert_eq!(u.pages(), 28);
@@ -305,6 +341,20 @@ mod tests {
         assert_eq!(x.fallocate(0, 16), 8);
         assert!(!x.has_unwritten(0, 8));
         assert!(x.has_unwritten(8, 9));
+    }
+
+    #[test]
+    fn abutting_written_and_unwritten_blocks_need_no_allocation() {
+        let mut x = ExtentMap::new();
+        x.allocate(0, 4);
+        x.convert_unwritten(0, 2);
+        x.allocate(4, 6);
+        // written [0,2), unwritten [2,6): no hole in [0,6).
+        assert!(!x.needs_alloc(0, 6));
+        assert!(x.needs_alloc(0, 7));
+        assert!(x.needs_alloc(6, 7));
+        assert!(!x.needs_alloc(3, 3));
+        assert_eq!(x.hole_pages(0, 10), 4);
     }
 
     #[test]
