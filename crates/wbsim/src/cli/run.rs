@@ -309,7 +309,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                     eprintln!(
                         "wbsim run: job '{j}' did not finish its size before the run ended \
                          (at {} of simulated time); its numbers cover only what it did",
-                        scenario::format_duration(sc.duration_ns)
+                        scenario::format_duration(sc.run_duration_ns(a.quick))
                     );
                 }
                 if !r.invariants.violations.is_empty() {

@@ -57,12 +57,5 @@ pub fn plan(scenarios: &[Scenario], quick: bool) -> Vec<Planned<'_>> {
 /// keep plan order), so the pool starts the slow runs (sweeps of long
 /// scenarios) first instead of leaving one to finish alone.
 pub fn longest_first(planned: &mut [Planned<'_>], quick: bool) {
-    planned.sort_by_key(|p| {
-        let d = if quick {
-            p.scenario.quick_duration_ns
-        } else {
-            p.scenario.duration_ns
-        };
-        std::cmp::Reverse(d)
-    });
+    planned.sort_by_key(|p| std::cmp::Reverse(p.scenario.run_duration_ns(quick)));
 }

@@ -154,11 +154,7 @@ pub fn run_one_with_progress(
         seed,
         message,
     };
-    let duration = if opts.quick {
-        scenario.quick_duration_ns
-    } else {
-        scenario.duration_ns
-    };
+    let duration = scenario.run_duration_ns(opts.quick);
     let sim = Sim::new(seed);
     if let Some(t) = &opts.trace {
         let f = std::fs::File::create(&t.path)

@@ -417,6 +417,16 @@ pub fn parse_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
 }
 
 impl Scenario {
+    /// The simulated length of one run: `quick_duration` under `--quick`,
+    /// else `duration`, ns.
+    pub fn run_duration_ns(&self, quick: bool) -> u64 {
+        if quick {
+            self.quick_duration_ns
+        } else {
+            self.duration_ns
+        }
+    }
+
     /// The origin (file) the scenario was read from.
     pub fn origin(&self) -> &str {
         self.source.origin()
