@@ -71,6 +71,9 @@ pub fn results(
     for (name, unit, v) in world.records.borrow().iter() {
         metrics.record_as(name, unit, "ms", *v);
     }
+    for (name, start, v) in world.timeline.borrow().iter() {
+        metrics.sample(&format!("{name}_ms"), "ms", *start, *v as f64 / 1e6);
+    }
     for (name, n) in world.counters.borrow().iter() {
         metrics.add(name, "count", *n);
     }

@@ -45,7 +45,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use sim::Time;
+use sim::{TaskId, Time};
 
 use crate::model::fs::btrfs::extent_io::{BtrfsKey, EbBody, ExtentBuffer, LeafItem};
 use crate::model::fs::btrfs::fs::BtrfsTransHandle;
@@ -104,6 +104,13 @@ pub struct BtrfsTreeCtx {
     cow_blocks: Cell<u64>,
     /// Searches started (each restart counts once more).
     searches: Cell<u64>,
+    /// The task running `btrfs_commit_transaction`, whose tree-lock waits
+    /// are traced (the commit's wait chain in the results).
+    committer: Cell<Option<TaskId>>,
+    /// The block whose lock the committer is waiting for now.
+    commit_waits_on: RefCell<Option<Rc<ExtentBuffer>>>,
+    /// Time the committer spent waiting for tree locks, ns (all commits).
+    commit_lock_wait_ns: Cell<Time>,
 }
 
 impl BtrfsTreeCtx {
@@ -121,7 +128,50 @@ impl BtrfsTreeCtx {
             next_meta: Cell::new(meta_start),
             cow_blocks: Cell::new(0),
             searches: Cell::new(0),
+            committer: Cell::new(None),
+            commit_waits_on: RefCell::new(None),
+            commit_lock_wait_ns: Cell::new(0),
         })
+    }
+
+    /// Marks `task` as the committing task (None: no commit runs).
+    pub fn set_committer(&self, task: Option<TaskId>) {
+        self.committer.set(task);
+    }
+
+    /// The block whose lock the committing task is waiting for, if any.
+    pub fn commit_waits_on(&self) -> Option<Rc<ExtentBuffer>> {
+        self.commit_waits_on.borrow().clone()
+    }
+
+    /// Time the committing task spent waiting for tree locks so far, ns.
+    pub fn commit_lock_wait_ns(&self) -> Time {
+        self.commit_lock_wait_ns.get()
+    }
+
+    /// A tree lock taken by a COW search: the committer's wait is traced
+    /// (which block it waits on, for how long); others lock plainly.
+    async fn cow_search_lock(&self, eb: &Rc<ExtentBuffer>, write: bool) -> EbLock {
+        let me = self.sched.sim().current_task();
+        if self.committer.get() != Some(me) {
+            return if write {
+                btrfs_tree_lock(eb).await
+            } else {
+                btrfs_tree_read_lock(eb).await
+            };
+        }
+        let t0 = self.sched.sim().now();
+        *self.commit_waits_on.borrow_mut() = Some(eb.clone());
+        let l = if write {
+            btrfs_tree_lock(eb).await
+        } else {
+            btrfs_tree_read_lock(eb).await
+        };
+        *self.commit_waits_on.borrow_mut() = None;
+        let waited = self.sched.sim().now() - t0;
+        self.commit_lock_wait_ns
+            .set(self.commit_lock_wait_ns.get() + waited);
+        l
     }
 
     /// The scheduler.
@@ -243,6 +293,22 @@ impl BtrfsRoot {
             }
         }
         out
+    }
+
+    /// Tasks waiting for (queued on or spinning for) the locks of this
+    /// tree's current blocks, added per lock class (`btrfs-<tree>-<level>`)
+    /// into `out`; every class of the tree gets an entry. Walks the tree
+    /// without locks (an observation, not kernel code).
+    pub fn blocked_per_class(&self, out: &mut std::collections::BTreeMap<String, u64>) {
+        let mut stack = vec![self.node()];
+        while let Some(b) = stack.pop() {
+            let l = b.lock();
+            *out.entry(l.class().name().to_string()).or_insert(0) +=
+                (l.nr_waiters() + l.nr_spinners()) as u64;
+            if let EbBody::Node(p) = b.body() {
+                stack.extend(p.into_iter().map(|(_, c)| c));
+            }
+        }
     }
 
     /// The leaf holding `key`, walking without locks (tests, layout checks).
@@ -448,6 +514,18 @@ pub async fn btrfs_lock_root_node(root: &BtrfsRoot) -> LockedEb {
     }
 }
 
+/// The root lock of a COW search (`btrfs_lock_root_node` when `write`,
+/// else `btrfs_read_lock_root_node`), with the committer's wait traced.
+async fn cow_lock_root_node(root: &BtrfsRoot, write: bool) -> LockedEb {
+    loop {
+        let eb = root.node();
+        let l = root.ctx.cow_search_lock(&eb, write).await;
+        if Rc::ptr_eq(&eb, &root.node()) {
+            return LockedEb { eb, lock: Some(l) };
+        }
+    }
+}
+
 /// `btrfs_cow_block()`: copy the write-locked `buf` into a new block of the
 /// running transaction, point the write-locked parent (or the root) at it,
 /// and return the new block write-locked; `buf` is unlocked (dropped).
@@ -586,7 +664,10 @@ pub async fn btrfs_search_slot(
         ctx.searches.set(ctx.searches.get() + 1);
         // btrfs_search_slot_get_root
         let root_level = root.level() as i32;
-        let mut b = if root_level <= write_lock_level {
+        let mut b = if trans.is_some() {
+            // A COW search: the committer's waits are traced.
+            cow_lock_root_node(root, root_level <= write_lock_level).await
+        } else if root_level <= write_lock_level {
             btrfs_lock_root_node(root).await
         } else {
             btrfs_read_lock_root_node(root).await
@@ -634,7 +715,10 @@ pub async fn btrfs_search_slot(
                 Some(&mut write_lock_level),
             );
             let child = eb.child(slot).expect("a node has children");
-            let lock = if child.level() as i32 <= write_lock_level {
+            let write = child.level() as i32 <= write_lock_level;
+            let lock = if trans.is_some() {
+                ctx.cow_search_lock(&child, write).await
+            } else if write {
                 btrfs_tree_lock(&child).await
             } else {
                 btrfs_tree_read_lock(&child).await
