@@ -291,6 +291,20 @@ pub const EXPERIMENTS: &[Experiment] = &[
                 "tasks",
                 Combine::Sum,
             ),
+            col(
+                "bad cgroup CPU use (s)",
+                "cgroup.bad.cpu_usage",
+                "mean",
+                "s",
+                Combine::Sum,
+            ),
+            col(
+                "bad cgroup CPU wait, over tasks (s)",
+                "cgroup.bad.cpu_wait",
+                "mean",
+                "s",
+                Combine::Sum,
+            ),
         ],
     },
     Experiment {
