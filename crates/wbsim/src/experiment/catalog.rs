@@ -278,14 +278,14 @@ pub const EXPERIMENTS: &[Experiment] = &[
                 Combine::Sum,
             ),
             col(
-                "readers holding the commit's lock (max)",
+                "holders of the lock the commit waits for (max)",
                 "fs.data.commit.wait_lock_holders",
                 "max",
                 "tasks",
                 Combine::Sum,
             ),
             col(
-                "queued behind it (max)",
+                "queued behind the commit (max)",
                 "fs.data.commit.wait_lock_queued",
                 "max",
                 "tasks",

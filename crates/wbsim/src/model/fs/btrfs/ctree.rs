@@ -53,7 +53,7 @@ use crate::model::fs::btrfs::locking::{
     btrfs_lockdep_name, btrfs_tree_lock, btrfs_tree_read_lock, btrfs_try_tree_write_lock, EbLock,
     LockedEb,
 };
-use crate::model::kernel::locking::{LockStats, RwSemaphore, RwsemParams};
+use crate::model::kernel::locking::{LockStats, RwSemaphore, RwsemOwner, RwsemParams};
 use crate::model::kernel::sched::Sched;
 
 /// `nodesize`, bytes: 16 KiB, the mkfs.btrfs default since 3.x
@@ -142,6 +142,27 @@ impl BtrfsTreeCtx {
     /// The block whose lock the committing task is waiting for, if any.
     pub fn commit_waits_on(&self) -> Option<Rc<ExtentBuffer>> {
         self.commit_waits_on.borrow().clone()
+    }
+
+    /// The commit's wait chain now: if the committing task waits for a
+    /// tree lock, (tasks holding that lock, tasks queued on it behind the
+    /// committer).
+    pub fn commit_wait_chain(&self) -> Option<(usize, usize)> {
+        let eb = self.commit_waits_on()?;
+        let l = eb.lock();
+        let holders = match l.owner() {
+            RwsemOwner::Readers(n) => n,
+            RwsemOwner::Writer(_) => 1,
+            RwsemOwner::Free => 0,
+        };
+        let waiters = l.waiters();
+        let me = self.committer.get();
+        let behind = match waiters.iter().position(|w| Some(w.0) == me) {
+            Some(p) => waiters.len() - p - 1,
+            // Still spinning, not queued: every waiter is behind it.
+            None => waiters.len(),
+        };
+        Some((holders, behind))
     }
 
     /// Time the committing task spent waiting for tree locks so far, ns.

@@ -70,7 +70,7 @@ use crate::model::fs::inode::InodeRef;
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::{Filesystem, FsCosts, LocalBoxFuture};
-use crate::model::kernel::locking::{Mutex, RwsemOwner, RwsemParams};
+use crate::model::kernel::locking::{Mutex, RwsemParams};
 use crate::model::kernel::sched::CgroupId;
 use crate::model::mm::vmstat::PAGE_SIZE;
 
@@ -411,19 +411,8 @@ impl Filesystem for Btrfs {
             .map(|(c, n)| (format!("blocked.{c}"), "tasks", n as f64))
             .collect();
         // The commit's wait chain: the tree lock its task waits for now,
-        // the readers holding it and the tasks queued on it.
-        let (holders, queued) = match fs.ctx().commit_waits_on() {
-            Some(eb) => {
-                let l = eb.lock();
-                let holders = match l.owner() {
-                    RwsemOwner::Readers(n) => n,
-                    RwsemOwner::Writer(_) => 1,
-                    RwsemOwner::Free => 0,
-                };
-                (holders, l.nr_waiters())
-            }
-            None => (0, 0),
-        };
+        // the tasks holding it and the tasks queued on it behind the commit.
+        let (holders, queued) = fs.ctx().commit_wait_chain().unwrap_or((0, 0));
         v.push(("commit.wait_lock_holders".into(), "tasks", holders as f64));
         v.push(("commit.wait_lock_queued".into(), "tasks", queued as f64));
         v
