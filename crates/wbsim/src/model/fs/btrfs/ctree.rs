@@ -441,7 +441,7 @@ pub fn btrfs_build_tree(
 /// is `btrfs_release_path()`.
 pub struct BtrfsPath {
     /// `p->nodes[]` and `p->locks[]`.
-    nodes: Vec<Option<LockedEb>>,
+    nodes: [Option<LockedEb>; BTRFS_MAX_LEVEL],
     /// `p->slots[]`.
     slots: [usize; BTRFS_MAX_LEVEL],
     /// `p->search_commit_root`: search `root->commit_root`.
@@ -461,7 +461,7 @@ impl BtrfsPath {
     /// `btrfs_alloc_path()`.
     pub fn new() -> Self {
         BtrfsPath {
-            nodes: (0..BTRFS_MAX_LEVEL).map(|_| None).collect(),
+            nodes: std::array::from_fn(|_| None),
             slots: [0; BTRFS_MAX_LEVEL],
             search_commit_root: false,
             skip_locking: false,
