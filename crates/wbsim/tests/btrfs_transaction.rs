@@ -17,6 +17,7 @@ use wbsim::model::fs::btrfs::disk_io::{
 use wbsim::model::fs::btrfs::file_item::btrfs_lookup_bio_sums;
 use wbsim::model::fs::btrfs::fs::TransState;
 use wbsim::model::fs::btrfs::inode::btrfs_finish_ordered_overwrite;
+use wbsim::model::fs::btrfs::locking::btrfs_tree_read_lock;
 use wbsim::model::fs::btrfs::transaction::{btrfs_commit_transaction, btrfs_transaction_kthread};
 use wbsim::model::kernel::locking::{LockStats, RwsemParams};
 use wbsim::model::kernel::sched::{CgroupId, Sched, SchedParams};
@@ -200,6 +201,81 @@ fn csum_lookup_current_root_blocks_behind_commit_cow_and_commit_root_does_not() 
         old < 100 * USEC,
         "commit_root_for_old worst lookup {old} ns"
     );
+}
+
+/// The commit's wait chain: a reader holding the csum root's read lock is
+/// stalled (10 ms asleep with the lock held, standing in for a holder that
+/// is preempted, reclaiming or waiting for I/O); the commit's
+/// `btrfs_del_csums` queues for the root's write lock behind it, and the
+/// readers that come after queue behind the commit (a queued writer blocks
+/// new readers). commit_stats count the commit's lock wait.
+#[test]
+fn a_stalled_csum_reader_stalls_the_commit_and_new_readers_queue_behind_it() {
+    let (sim, sched, _stats, info, _dev) = fs();
+    // (holders, queued) of the lock the commit waits for, seen at 5 ms.
+    let chain = Rc::new(Cell::new(None));
+    let readers_done = Rc::new(Cell::new(0));
+    let (i, s) = (info.clone(), sim.clone());
+    sched.spawn("committer", CgroupId::ROOT, 0, async move {
+        btrfs_finish_ordered_overwrite(&i, subvol(1), INO, 0).await;
+        s.sleep(MSEC).await;
+        btrfs_commit_transaction(&i, None).await;
+    });
+    let (i, s) = (info.clone(), sim.clone());
+    sched.spawn("stalled-reader", CgroupId::ROOT, 0, async move {
+        s.sleep(500 * USEC).await;
+        let root = i.csum_root().node();
+        let _l = btrfs_tree_read_lock(&root).await;
+        s.sleep(10 * MSEC).await;
+    });
+    for r in 0..5u64 {
+        let (i, s, d) = (info.clone(), sim.clone(), readers_done.clone());
+        sched.spawn("reader", CgroupId::ROOT, 0, async move {
+            s.sleep(2 * MSEC).await;
+            let e = i
+                .extents()
+                .into_iter()
+                .find(|e| e.subvol == subvol(2 + r))
+                .unwrap();
+            let g = i.transactions().generation();
+            btrfs_lookup_bio_sums(
+                i.csum_root(),
+                i.commit_root_sem(),
+                CsumLookup::CurrentRoot,
+                e.bytenr,
+                128 << 10,
+                e.generation,
+                g,
+            )
+            .await;
+            d.set(d.get() + 1);
+        });
+    }
+    let (i, s, c) = (info.clone(), sim.clone(), chain.clone());
+    sched.spawn("observer", CgroupId::ROOT, 0, async move {
+        s.sleep(5 * MSEC).await;
+        c.set(i.ctx().commit_wait_chain());
+        // The raw queue: the commit's writer first, the readers after it.
+        let q = i.ctx().commit_waits_on().map(|eb| eb.lock().waiters());
+        assert_eq!(q.map(|q| q.len()), Some(6));
+    });
+    sim.run().unwrap();
+    // At 5 ms the commit waits for the root held by the stalled reader,
+    // with the five later readers queued behind it.
+    assert_eq!(chain.get(), Some((1, 5)));
+    assert_eq!(readers_done.get(), 5);
+    let st = info.transactions().commit_stats();
+    assert_eq!(st.commits, 1);
+    assert_eq!(st.delayed_ref_drops, 1);
+    // The commit waited from its del_csums search (about 1 ms) until the
+    // reader's release at 10.5 ms.
+    assert!(
+        (9 * MSEC..10 * MSEC).contains(&st.max_commit_lock_wait_ns),
+        "commit lock wait {} ns",
+        st.max_commit_lock_wait_ns
+    );
+    assert!(st.max_commit_ns >= st.max_commit_lock_wait_ns);
+    assert!(info.ctx().commit_waits_on().is_none());
 }
 
 #[test]

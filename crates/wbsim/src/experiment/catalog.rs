@@ -238,11 +238,74 @@ pub const EXPERIMENTS: &[Experiment] = &[
                          for minutes with hundreds of readers in D state on the csum root \
                          lock; after, the run ends on time with commits of well under a \
                          second to a few seconds.",
-        scenario: None,
+        scenario: Some(include_str!(
+            "../../../../scenarios/btrfs-csum-commit-root.toml"
+        )),
         comes_with: "the btrfs issue",
-        headline: &[],
+        // commit_stats, each sync's duration, the run's length, and the
+        // tasks blocked on csum tree locks (sampled each second).
+        headline: &[
+            hl("fs.data.commits", &["mean"], "count"),
+            hl("fs.data.max_commit", &["mean"], "ms"),
+            hl("fs.data.total_commit", &["mean"], "ms"),
+            hl("sync", &["p50", "max"], "ms"),
+            hl("run.simulated_time", &["mean"], "s"),
+            hl("fs.data.blocked.btrfs-csum-*", &["mean", "max"], "tasks"),
+        ],
         per_job: &[],
-        breakdown: &[],
+        // Where a commit's time goes: its task's waits for tree locks in
+        // the delayed-ref searches (btrfs_del_csums), and the wait chain.
+        breakdown: &[
+            col(
+                "max commit ms",
+                "fs.data.max_commit",
+                "mean",
+                "ms",
+                Combine::Sum,
+            ),
+            col(
+                "max commit lock wait ms",
+                "fs.data.max_commit_lock_wait",
+                "mean",
+                "ms",
+                Combine::Sum,
+            ),
+            col(
+                "delayed ref drops",
+                "fs.data.delayed_ref_drops",
+                "mean",
+                "count",
+                Combine::Sum,
+            ),
+            col(
+                "holders of the lock the commit waits for (max)",
+                "fs.data.commit.wait_lock_holders",
+                "max",
+                "tasks",
+                Combine::Sum,
+            ),
+            col(
+                "queued behind the commit (max)",
+                "fs.data.commit.wait_lock_queued",
+                "max",
+                "tasks",
+                Combine::Sum,
+            ),
+            col(
+                "bad cgroup CPU use (s)",
+                "cgroup.bad.cpu_usage",
+                "mean",
+                "s",
+                Combine::Sum,
+            ),
+            col(
+                "bad cgroup CPU wait, over tasks (s)",
+                "cgroup.bad.cpu_wait",
+                "mean",
+                "s",
+                Combine::Sum,
+            ),
+        ],
     },
     Experiment {
         code: "E3",

@@ -86,6 +86,18 @@ impl Machine {
         v
     }
 
+    /// Sampled gauges of every superblock on the list (btrfs: tasks blocked
+    /// per tree lock class): (superblock name, gauge, unit, value).
+    pub fn fs_samples(&self) -> Vec<(String, String, &'static str, f64)> {
+        let mut v = Vec::new();
+        for sb in self.vfs().supers() {
+            for (k, u, x) in sb.fs.samples(&sb) {
+                v.push((sb.name.clone(), k, u, x));
+            }
+        }
+        v
+    }
+
     /// Every transaction commit of every superblock on the list: (superblock
     /// name, start, duration), ns.
     pub fn fs_commits(&self) -> Vec<(String, Time, Time)> {

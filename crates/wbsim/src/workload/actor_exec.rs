@@ -299,6 +299,11 @@ async fn run_step(
     outcome?;
     if let Some(r) = &step.record {
         w.record(r, "ns", elapsed);
+        // A recorded sync also goes on the run's timeline (E2: each sync's
+        // duration at its start, beside the commits).
+        if matches!(step.op, StepOp::Sync) {
+            w.timeline.borrow_mut().push((r.clone(), t0, elapsed));
+        }
     }
     if step.end_run_after_ns.is_some_and(|t| m.now() >= t) {
         w.end_requested.set(true);

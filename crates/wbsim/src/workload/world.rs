@@ -287,6 +287,8 @@ pub struct World {
     pub cgroups: RefCell<BTreeMap<String, CgroupId>>,
     /// Step latencies and outcomes to record: (metric, unit, value).
     pub records: RefCell<Vec<(String, &'static str, u64)>>,
+    /// Recorded sync steps on a timeline: (metric, start, elapsed ns).
+    pub timeline: RefCell<Vec<(String, Time, u64)>>,
     /// Counters: (metric, n), e.g. `reuse.ebusy`.
     pub counters: RefCell<BTreeMap<String, u64>>,
     /// fio jobs' statistics, in start order.
@@ -308,6 +310,7 @@ impl World {
             files: RefCell::new(BTreeMap::new()),
             cgroups: RefCell::new(BTreeMap::new()),
             records: RefCell::new(Vec::new()),
+            timeline: RefCell::new(Vec::new()),
             counters: RefCell::new(BTreeMap::new()),
             jobs: RefCell::new(Vec::new()),
             active: Cell::new(0),

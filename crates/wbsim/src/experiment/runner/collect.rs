@@ -71,6 +71,9 @@ pub fn results(
     for (name, unit, v) in world.records.borrow().iter() {
         metrics.record_as(name, unit, "ms", *v);
     }
+    for (name, start, v) in world.timeline.borrow().iter() {
+        metrics.sample(&format!("{name}_ms"), "ms", *start, *v as f64 / 1e6);
+    }
     for (name, n) in world.counters.borrow().iter() {
         metrics.add(name, "count", *n);
     }
@@ -101,6 +104,7 @@ pub fn results(
     }
     lock_stat(m, &mut metrics);
     memcgs(m, &mut metrics);
+    cgroup_cpu(world, &mut metrics);
     fs_stats(world, &mut metrics);
     wb_contexts(world, &mut metrics);
     metrics.set("run.simulated_time", "s", now as f64 / 1e9);
@@ -259,6 +263,23 @@ fn fs_stats(world: &World, metrics: &mut Metrics) {
         let n = fs_name(&sb);
         metrics.record_as(&format!("fs.{n}.commit"), "ns", "ms", ns);
         metrics.sample(&format!("fs.{n}.commit_ms"), "ms", start, ns as f64 / 1e6);
+    }
+}
+
+/// CPU accounting of the cgroups still present at the end of the run
+/// (`cpu.stat` usage_usec; the time its tasks were runnable but waiting
+/// for a CPU, schedstats' wait_sum added over them; `cpu.pressure` some),
+/// ms: how long lock holders and everyone else waited for a CPU.
+fn cgroup_cpu(world: &World, metrics: &mut Metrics) {
+    for (name, id) in world.cgroups.borrow().iter() {
+        let s = world.m.sched().cgroup_stats(*id);
+        for (k, v) in [
+            ("cpu_usage", s.run_ns),
+            ("cpu_wait", s.wait_ns),
+            ("cpu_some", s.some_ns),
+        ] {
+            metrics.set(&format!("cgroup.{name}.{k}"), "ms", v as f64 / 1e6);
+        }
     }
 }
 

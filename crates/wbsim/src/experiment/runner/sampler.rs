@@ -113,6 +113,17 @@ impl State {
                     s.sample("bdp.pause_mean", "ms", now, mean / 1e6);
                 }
             }
+            // Filesystem gauges (btrfs: tasks blocked per tree lock class,
+            // the commit's wait chain), per filesystem by scenario name.
+            for (sb, k, unit, v) in m.fs_samples() {
+                let name = self
+                    .world
+                    .filesystems
+                    .iter()
+                    .find(|f| f.mountpoint == sb)
+                    .map_or(sb, |f| f.name.clone());
+                s.sample(&format!("fs.{name}.{k}"), unit, now, v);
+            }
             if now > 0 {
                 let mut last = self.last_write_bytes.borrow_mut();
                 for (i, (name, d)) in self.devices.iter().enumerate() {

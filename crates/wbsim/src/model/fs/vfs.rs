@@ -226,6 +226,12 @@ pub trait Filesystem {
         let _ = sb;
         Vec::new()
     }
+    /// Gauges of `sb` sampled over the run (btrfs: tasks blocked per tree
+    /// lock class, the commit's wait chain), (name, unit, value).
+    fn samples(&self, sb: &SuperBlock) -> Vec<(String, &'static str, f64)> {
+        let _ = sb;
+        Vec::new()
+    }
     /// Every transaction commit of `sb`: (start, duration), ns.
     fn commit_log(&self, sb: &SuperBlock) -> Vec<(Time, Time)> {
         let _ = sb;

@@ -45,7 +45,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use sim::Time;
+use sim::{TaskId, Time};
 
 use crate::model::fs::btrfs::extent_io::{BtrfsKey, EbBody, ExtentBuffer, LeafItem};
 use crate::model::fs::btrfs::fs::BtrfsTransHandle;
@@ -53,7 +53,7 @@ use crate::model::fs::btrfs::locking::{
     btrfs_lockdep_name, btrfs_tree_lock, btrfs_tree_read_lock, btrfs_try_tree_write_lock, EbLock,
     LockedEb,
 };
-use crate::model::kernel::locking::{LockStats, RwSemaphore, RwsemParams};
+use crate::model::kernel::locking::{LockStats, RwSemaphore, RwsemOwner, RwsemParams};
 use crate::model::kernel::sched::Sched;
 
 /// `nodesize`, bytes: 16 KiB, the mkfs.btrfs default since 3.x
@@ -104,6 +104,13 @@ pub struct BtrfsTreeCtx {
     cow_blocks: Cell<u64>,
     /// Searches started (each restart counts once more).
     searches: Cell<u64>,
+    /// The task running `btrfs_commit_transaction`, whose tree-lock waits
+    /// are traced (the commit's wait chain in the results).
+    committer: Cell<Option<TaskId>>,
+    /// The block whose lock the committer is waiting for now.
+    commit_waits_on: RefCell<Option<Rc<ExtentBuffer>>>,
+    /// Time the committer spent waiting for tree locks, ns (all commits).
+    commit_lock_wait_ns: Cell<Time>,
 }
 
 impl BtrfsTreeCtx {
@@ -121,7 +128,71 @@ impl BtrfsTreeCtx {
             next_meta: Cell::new(meta_start),
             cow_blocks: Cell::new(0),
             searches: Cell::new(0),
+            committer: Cell::new(None),
+            commit_waits_on: RefCell::new(None),
+            commit_lock_wait_ns: Cell::new(0),
         })
+    }
+
+    /// Marks `task` as the committing task (None: no commit runs).
+    pub fn set_committer(&self, task: Option<TaskId>) {
+        self.committer.set(task);
+    }
+
+    /// The block whose lock the committing task is waiting for, if any.
+    pub fn commit_waits_on(&self) -> Option<Rc<ExtentBuffer>> {
+        self.commit_waits_on.borrow().clone()
+    }
+
+    /// The commit's wait chain now: if the committing task waits for a
+    /// tree lock, (tasks holding that lock, tasks queued on it behind the
+    /// committer).
+    pub fn commit_wait_chain(&self) -> Option<(usize, usize)> {
+        let eb = self.commit_waits_on()?;
+        let l = eb.lock();
+        let holders = match l.owner() {
+            RwsemOwner::Readers(n) => n,
+            RwsemOwner::Writer(_) => 1,
+            RwsemOwner::Free => 0,
+        };
+        let waiters = l.waiters();
+        let me = self.committer.get();
+        let behind = match waiters.iter().position(|w| Some(w.0) == me) {
+            Some(p) => waiters.len() - p - 1,
+            // Still spinning, not queued: every waiter is behind it.
+            None => waiters.len(),
+        };
+        Some((holders, behind))
+    }
+
+    /// Time the committing task spent waiting for tree locks so far, ns.
+    pub fn commit_lock_wait_ns(&self) -> Time {
+        self.commit_lock_wait_ns.get()
+    }
+
+    /// A tree lock taken by a COW search: the committer's wait is traced
+    /// (which block it waits on, for how long); others lock plainly.
+    async fn cow_search_lock(&self, eb: &Rc<ExtentBuffer>, write: bool) -> EbLock {
+        let me = self.sched.sim().current_task();
+        if self.committer.get() != Some(me) {
+            return if write {
+                btrfs_tree_lock(eb).await
+            } else {
+                btrfs_tree_read_lock(eb).await
+            };
+        }
+        let t0 = self.sched.sim().now();
+        *self.commit_waits_on.borrow_mut() = Some(eb.clone());
+        let l = if write {
+            btrfs_tree_lock(eb).await
+        } else {
+            btrfs_tree_read_lock(eb).await
+        };
+        *self.commit_waits_on.borrow_mut() = None;
+        let waited = self.sched.sim().now() - t0;
+        self.commit_lock_wait_ns
+            .set(self.commit_lock_wait_ns.get() + waited);
+        l
     }
 
     /// The scheduler.
@@ -245,6 +316,22 @@ impl BtrfsRoot {
         out
     }
 
+    /// Tasks waiting for (queued on or spinning for) the locks of this
+    /// tree's current blocks, added per lock class (`btrfs-<tree>-<level>`)
+    /// into `out`; every class of the tree gets an entry. Walks the tree
+    /// without locks (an observation, not kernel code).
+    pub fn blocked_per_class(&self, out: &mut std::collections::BTreeMap<String, u64>) {
+        let mut stack = vec![self.node()];
+        while let Some(b) = stack.pop() {
+            let l = b.lock();
+            *out.entry(l.class().name().to_string()).or_insert(0) +=
+                (l.nr_waiters() + l.nr_spinners()) as u64;
+            if let EbBody::Node(p) = b.body() {
+                stack.extend(p.into_iter().map(|(_, c)| c));
+            }
+        }
+    }
+
     /// The leaf holding `key`, walking without locks (tests, layout checks).
     pub fn leaf_for(&self, key: &BtrfsKey) -> Rc<ExtentBuffer> {
         let mut b = self.node();
@@ -354,7 +441,7 @@ pub fn btrfs_build_tree(
 /// is `btrfs_release_path()`.
 pub struct BtrfsPath {
     /// `p->nodes[]` and `p->locks[]`.
-    nodes: Vec<Option<LockedEb>>,
+    nodes: [Option<LockedEb>; BTRFS_MAX_LEVEL],
     /// `p->slots[]`.
     slots: [usize; BTRFS_MAX_LEVEL],
     /// `p->search_commit_root`: search `root->commit_root`.
@@ -374,7 +461,7 @@ impl BtrfsPath {
     /// `btrfs_alloc_path()`.
     pub fn new() -> Self {
         BtrfsPath {
-            nodes: (0..BTRFS_MAX_LEVEL).map(|_| None).collect(),
+            nodes: std::array::from_fn(|_| None),
             slots: [0; BTRFS_MAX_LEVEL],
             search_commit_root: false,
             skip_locking: false,
@@ -442,6 +529,18 @@ pub async fn btrfs_lock_root_node(root: &BtrfsRoot) -> LockedEb {
     loop {
         let eb = root.node();
         let l = btrfs_tree_lock(&eb).await;
+        if Rc::ptr_eq(&eb, &root.node()) {
+            return LockedEb { eb, lock: Some(l) };
+        }
+    }
+}
+
+/// The root lock of a COW search (`btrfs_lock_root_node` when `write`,
+/// else `btrfs_read_lock_root_node`), with the committer's wait traced.
+async fn cow_lock_root_node(root: &BtrfsRoot, write: bool) -> LockedEb {
+    loop {
+        let eb = root.node();
+        let l = root.ctx.cow_search_lock(&eb, write).await;
         if Rc::ptr_eq(&eb, &root.node()) {
             return LockedEb { eb, lock: Some(l) };
         }
@@ -586,7 +685,10 @@ pub async fn btrfs_search_slot(
         ctx.searches.set(ctx.searches.get() + 1);
         // btrfs_search_slot_get_root
         let root_level = root.level() as i32;
-        let mut b = if root_level <= write_lock_level {
+        let mut b = if trans.is_some() {
+            // A COW search: the committer's waits are traced.
+            cow_lock_root_node(root, root_level <= write_lock_level).await
+        } else if root_level <= write_lock_level {
             btrfs_lock_root_node(root).await
         } else {
             btrfs_read_lock_root_node(root).await
@@ -634,7 +736,10 @@ pub async fn btrfs_search_slot(
                 Some(&mut write_lock_level),
             );
             let child = eb.child(slot).expect("a node has children");
-            let lock = if child.level() as i32 <= write_lock_level {
+            let write = child.level() as i32 <= write_lock_level;
+            let lock = if trans.is_some() {
+                ctx.cow_search_lock(&child, write).await
+            } else if write {
                 btrfs_tree_lock(&child).await
             } else {
                 btrfs_tree_read_lock(&child).await

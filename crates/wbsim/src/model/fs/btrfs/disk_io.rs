@@ -21,6 +21,7 @@
 //! file stands for them), block groups and the btree inode's page cache.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use crate::model::block::{Bio, BioFlags, BlockDevice};
@@ -136,6 +137,15 @@ pub async fn write_all_supers(sim: &sim::Sim, dev: &BlockDevice) {
     wq.wait_event(sim, move || l.get() == 0).await;
 }
 
+/// The positions of each file's extents in `extents`, by (subvol, ino).
+fn index_by_file(extents: &[DataExtent]) -> BTreeMap<(u64, u64), Vec<usize>> {
+    let mut m: BTreeMap<(u64, u64), Vec<usize>> = BTreeMap::new();
+    for (i, e) in extents.iter().enumerate() {
+        m.entry((e.subvol, e.ino)).or_default().push(i);
+    }
+    m
+}
+
 /// `struct btrfs_fs_info`, the trees part.
 pub struct BtrfsFsInfo {
     /// Shared tree context (locks, block allocator).
@@ -148,6 +158,9 @@ pub struct BtrfsFsInfo {
     fs_roots: Vec<(u64, BtrfsRoot)>,
     /// The files' current data extents, in the order laid out.
     extents: RefCell<Vec<DataExtent>>,
+    /// Positions in `extents` of each file's extents, by (subvol, ino), in
+    /// `extents` order (the extent map lookup of a read, without a scan).
+    by_file: RefCell<BTreeMap<(u64, u64), Vec<usize>>>,
     /// Next free data address, bytes (a bump allocator).
     next_data: Cell<u64>,
     /// Transaction counters.
@@ -267,6 +280,7 @@ impl BtrfsFsInfo {
             extent_root,
             csum_root,
             fs_roots,
+            by_file: RefCell::new(index_by_file(&extents)),
             extents: RefCell::new(extents),
             next_data: Cell::new(at),
             trans: BtrfsTransactions::new(generation),
@@ -306,19 +320,28 @@ impl BtrfsFsInfo {
     /// The current data extents of (`subvol`, `ino`) overlapping the file
     /// bytes `[start, end)` (`btrfs_get_extent` through the extent map).
     pub fn extents_in(&self, subvol: u64, ino: u64, start: u64, end: u64) -> Vec<DataExtent> {
-        self.extents
+        let ex = self.extents.borrow();
+        self.by_file
             .borrow()
-            .iter()
-            .filter(|e| {
-                e.subvol == subvol && e.ino == ino && e.offset < end && start < e.offset + e.len
+            .get(&(subvol, ino))
+            .map(|ix| {
+                ix.iter()
+                    .map(|&i| ex[i])
+                    .filter(|e| e.offset < end && start < e.offset + e.len)
+                    .collect()
             })
-            .copied()
-            .collect()
+            .unwrap_or_default()
     }
 
     /// Records a new data extent of a file (a first write of its range).
     pub fn add_extent(&self, e: DataExtent) {
-        self.extents.borrow_mut().push(e);
+        let mut ex = self.extents.borrow_mut();
+        self.by_file
+            .borrow_mut()
+            .entry((e.subvol, e.ino))
+            .or_default()
+            .push(ex.len());
+        ex.push(e);
     }
 
     /// Replaces the extent of (subvol, ino) at file `offset` by `new`

@@ -51,6 +51,13 @@ pub struct BtrfsCommitStats {
     pub max_commit_ns: Time,
     /// `total_commit_ms` in ns.
     pub total_commit_ns: Time,
+    /// Not in the kernel's file: the longest time one commit's task spent
+    /// waiting for tree locks (its COW searches), ns.
+    pub max_commit_lock_wait_ns: Time,
+    /// The same summed over commits, ns.
+    pub total_commit_lock_wait_ns: Time,
+    /// Delayed ref drops run by commits (each a `btrfs_del_csums`).
+    pub delayed_ref_drops: u64,
 }
 
 /// The transaction counters of one filesystem (`fs_info->generation`,
@@ -143,6 +150,16 @@ impl BtrfsTransactions {
         s.last_commit_ns = ns;
         s.max_commit_ns = s.max_commit_ns.max(ns);
         s.total_commit_ns += ns;
+        self.stats.set(s);
+    }
+
+    /// Adds one commit's tree-lock wait (`lock_wait_ns`) and the delayed
+    /// ref drops it ran to commit_stats.
+    pub fn note_commit_waits(&self, lock_wait_ns: Time, drops: u64) {
+        let mut s = self.stats.get();
+        s.max_commit_lock_wait_ns = s.max_commit_lock_wait_ns.max(lock_wait_ns);
+        s.total_commit_lock_wait_ns += lock_wait_ns;
+        s.delayed_ref_drops += drops;
         self.stats.set(s);
     }
 

@@ -379,9 +379,43 @@ impl Filesystem for Btrfs {
             ("last_commit", "ms", ms(c.last_commit_ns)),
             ("max_commit", "ms", ms(c.max_commit_ns)),
             ("total_commit", "ms", ms(c.total_commit_ns)),
+            ("max_commit_lock_wait", "ms", ms(c.max_commit_lock_wait_ns)),
+            (
+                "total_commit_lock_wait",
+                "ms",
+                ms(c.total_commit_lock_wait_ns),
+            ),
+            ("delayed_ref_drops", "count", c.delayed_ref_drops as f64),
             ("cow_blocks", "count", info.fs.ctx().cow_blocks() as f64),
             ("tree_searches", "count", info.fs.ctx().searches() as f64),
         ]
+    }
+    fn samples(&self, sb: &SuperBlock) -> Vec<(String, &'static str, f64)> {
+        let Some(info) = self.sbs.borrow().get(&sb.id).cloned() else {
+            return Vec::new();
+        };
+        let fs = &info.fs;
+        // Tasks blocked per lock class: the tree locks of every current
+        // block, and commit_root_sem.
+        let mut per_class = BTreeMap::new();
+        for r in fs.roots() {
+            r.blocked_per_class(&mut per_class);
+        }
+        let sem = fs.commit_root_sem();
+        per_class.insert(
+            sem.class().name().to_string(),
+            (sem.nr_waiters() + sem.nr_spinners()) as u64,
+        );
+        let mut v: Vec<(String, &'static str, f64)> = per_class
+            .into_iter()
+            .map(|(c, n)| (format!("blocked.{c}"), "tasks", n as f64))
+            .collect();
+        // The commit's wait chain: the tree lock its task waits for now,
+        // the tasks holding it and the tasks queued on it behind the commit.
+        let (holders, queued) = fs.ctx().commit_wait_chain().unwrap_or((0, 0));
+        v.push(("commit.wait_lock_holders".into(), "tasks", holders as f64));
+        v.push(("commit.wait_lock_queued".into(), "tasks", queued as f64));
+        v
     }
     fn commit_log(&self, sb: &SuperBlock) -> Vec<(Time, Time)> {
         self.sbs

@@ -52,10 +52,16 @@ pub async fn btrfs_commit_transaction(fs: &BtrfsFsInfo, dev: Option<&BlockDevice
     let trans = BtrfsTransHandle { transid };
     let t0 = sim.now();
     let tr = fs.transactions();
+    // The commit's tree-lock waits are traced (its wait chain).
+    let ctx = fs.ctx();
+    ctx.set_committer(Some(sim.current_task()));
+    let wait0 = ctx.commit_lock_wait_ns();
     tr.set_state(transid, TransState::CommitPrep);
     tr.set_state(transid, TransState::CommitStart);
     tr.set_state(transid, TransState::CommitDoing);
-    btrfs_run_delayed_refs(&trans, fs).await;
+    let drops = btrfs_run_delayed_refs(&trans, fs).await;
+    ctx.set_committer(None);
+    tr.note_commit_waits(ctx.commit_lock_wait_ns() - wait0, drops as u64);
     sched.cpu(BTRFS_COMMIT_ROOTS_NS).await;
     // switch_commit_roots
     {
