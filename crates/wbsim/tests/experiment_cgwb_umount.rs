@@ -192,6 +192,8 @@ fn per_sb_waits_for_its_own_switches_when_the_target_churn_is_sustained() {
     let drain_p = stat(&per_sb, "cgwb.umount_drain./mnt/tgt", "p50");
     // Grace periods that ended while it waited: at least the one of the
     // run queued behind the one in progress.
+    let pinned = stat(&per_sb, "cgwb.umount_drain_sb_in_flight./mnt/tgt", "p50");
+    assert!(pinned > 0.0, "no switch of the target pinned at its umount");
     let gps = stat(&per_sb, "cgwb.umount_drain_gps./mnt/tgt", "p50");
     assert!(gps >= 1.0, "per_sb drain saw {gps} grace periods");
     assert!(
