@@ -142,3 +142,65 @@ fn skipping_the_drain_trips_the_teardown_invariant() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The scenario with the (a) target's churn sustained: `rounds` churn rounds
+/// per mount instead of 3 (a background loop the script stops, with a stop
+/// flag and `wait`, right before umount(8)), `repeat` umounts.
+fn sustained_target(rounds: usize, repeat: u32) -> String {
+    let path = format!(
+        "{}/../../scenarios/cgwb-umount.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let umount =
+        r#"  { op = "umount", filesystem = "tgt", exec = true, record = "umount.elapsed" },"#;
+    let head = "name = \"target\"\nstart = \"4s\"\nrepeat = 50\n";
+    assert!(
+        text.contains(umount) && text.contains(head),
+        "the target actor moved"
+    );
+    let extra: String = (3..rounds)
+        .map(|k| {
+            format!(
+                "  {{ op = \"cgroup_mkdir\", name = \"tgtcg\", exec = true }},\n  \
+                 {{ op = \"cgroup_enter\", name = \"tgtcg\" }},\n  \
+                 {{ op = \"write\", file = \"/mnt/tgt/f{{round}}-{k}\", size = \"1m\", bs = \"1m\", exec = true }},\n  \
+                 {{ op = \"cgroup_rmdir\", name = \"tgtcg\", exec = true }},\n"
+            )
+        })
+        .collect();
+    text.replace(umount, &format!("{extra}{umount}")).replace(
+        head,
+        &format!("name = \"target\"\nstart = \"4s\"\nrepeat = {repeat}\n"),
+    )
+}
+
+#[test]
+fn per_sb_waits_for_its_own_switches_when_the_target_churn_is_sustained() {
+    // 8 rounds (~27 ms of churn) put the target's own switches in flight
+    // at umount: memcgs removed more than a grace period earlier are
+    // offline and their inodes' switches pinned on the target. per_sb then
+    // waits for the switch work in progress on the target's root wb and
+    // the run queued behind it (each run's synchronize_rcu starts just
+    // after a grace period began, so it takes two); global waits for that
+    // and the other superblocks' switch work too.
+    let text = sustained_target(8, 10);
+    let s = parse_str(&text, "cgwb-umount-sustained.toml").unwrap_or_else(|e| panic!("{e}"));
+    let global = run_variant(&s, "global", false);
+    let per_sb = run_variant(&s, "per_sb", false);
+    let gp = stat(&per_sb, "rcu.gp_mean", "value");
+    let drain_p = stat(&per_sb, "cgwb.umount_drain./mnt/tgt", "p50");
+    // Grace periods that ended while it waited: at least the one of the
+    // run queued behind the one in progress.
+    let pinned = stat(&per_sb, "cgwb.umount_drain_sb_in_flight./mnt/tgt", "p50");
+    assert!(pinned > 0.0, "no switch of the target pinned at its umount");
+    let gps = stat(&per_sb, "cgwb.umount_drain_gps./mnt/tgt", "p50");
+    assert!(gps >= 1.0, "per_sb drain saw {gps} grace periods");
+    assert!(
+        drain_p > gp && drain_p < 6.0 * gp,
+        "per_sb drain {drain_p} ms, grace period {gp} ms"
+    );
+    let a_g = stat(&global, "umount.elapsed", "p50");
+    let a_p = stat(&per_sb, "umount.elapsed", "p50");
+    assert!(a_g > a_p, "(a) global {a_g} per_sb {a_p} ms");
+}

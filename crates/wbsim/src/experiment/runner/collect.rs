@@ -158,7 +158,9 @@ pub fn results(
 /// Per call and superblock SB also `cgwb.umount_drain_gps.SB` (grace
 /// periods completed while it waited), `cgwb.umount_drain_switched.SB`
 /// (inodes switched machine-wide meanwhile) and `cgwb.umount_drain_in_flight.SB`
-/// (machine-wide switches in flight at entry); and per superblock shutdown
+/// (machine-wide switches in flight at entry), under `umount_drain = per_sb`
+/// also `cgwb.umount_drain_sb_in_flight.SB` (the superblock's own pinned
+/// switches at entry: what per_sb waits for); and per superblock shutdown
 /// `umount.phase.PHASE.SB` (ms) for the phases of `generic_shutdown_super`.
 fn cgwb_and_rcu(m: &crate::model::machine::Machine, metrics: &mut Metrics) {
     let drains = m.cgwb_umount_drain_records();
@@ -177,6 +179,9 @@ fn cgwb_and_rcu(m: &crate::model::machine::Machine, metrics: &mut Metrics) {
             "count",
             d.in_flight,
         );
+        if let Some(n) = d.sb_in_flight {
+            metrics.record(&format!("cgwb.umount_drain_sb_in_flight.{sb}"), "count", n);
+        }
     }
     if !drains.is_empty() {
         for (sb, phase, ns) in m.shutdown_phases() {

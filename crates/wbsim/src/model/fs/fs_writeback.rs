@@ -1075,7 +1075,8 @@ pub async fn cgroup_writeback_umount(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
     let gps0 = m.rcu().stats().gps;
     let switched0 = m.vfs().isw_switched();
     let in_flight = m.vfs().isw_nr_in_flight();
-    let sb_in_flight = sb.isw_in_flight();
+    let sb_in_flight =
+        (m.policies().umount_drain == UmountDrain::PerSb).then(|| sb.isw_in_flight());
     // smp_mb(): pairs with the barrier in inode_prepare_wbs_switch.
     match m.policies().umount_drain {
         UmountDrain::Global => {

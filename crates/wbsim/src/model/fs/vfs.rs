@@ -590,9 +590,9 @@ pub struct IswDrainRecord {
     pub ns: Time,
     /// `isw_nr_in_flight` (machine-wide) at entry.
     pub in_flight: u64,
-    /// This superblock's own switches in flight at entry (per_sb's counter;
-    /// 0 under the other policies, which do not pin).
-    pub sb_in_flight: u64,
+    /// This superblock's own switches in flight at entry (per_sb's
+    /// counter); None under the other policies, which do not pin.
+    pub sb_in_flight: Option<u64>,
     /// Normal RCU grace periods that completed while it waited.
     pub gps: u64,
     /// Inodes switched machine-wide while it waited.

@@ -71,6 +71,11 @@ pub struct Mm {
     /// `cleanup_offline_cgwbs_work`, set by the filesystem layer at boot (its
     /// body calls fs/'s `cleanup_offline_cgwb`).
     cgwb_cleanup_work: OnceCell<Work>,
+    /// `cgroup_offline_wq` (kernel/cgroup/cgroup.c, `cgroup_wq_init`:
+    /// `alloc_workqueue("cgroup_offline", 0, 1)`): where a killed css's
+    /// `css_killed_work_fn` runs, one at a time. Kept here because memcg is
+    /// the only controller the model offlines.
+    cgroup_offline_wq: Workqueue,
 }
 
 impl Mm {
@@ -86,6 +91,7 @@ impl Mm {
             },
             0,
         );
+        let cgroup_offline_wq = alloc_workqueue(k.sched(), "cgroup_offline", WqFlags::default(), 1);
         let hz = Hz::new(k.hz()).map_err(|e| e.to_string())?;
         p.dirty.validate().map_err(|e| e.to_string())?;
         let vm = VmStat::new(p.memory_bytes, p.reserved_bytes);
@@ -114,6 +120,7 @@ impl Mm {
             memcgs: MemcgTable::new(),
             offline_cgwbs: RefCell::new(Vec::new()),
             cgwb_cleanup_work: OnceCell::new(),
+            cgroup_offline_wq,
         })
     }
 
@@ -272,5 +279,10 @@ impl Mm {
     /// `cleanup_offline_cgwbs_work`, if installed.
     pub fn cgwb_cleanup_work(&self) -> Option<&Work> {
         self.cgwb_cleanup_work.get()
+    }
+
+    /// `cgroup_offline_wq`.
+    pub fn cgroup_offline_wq(&self) -> &Workqueue {
+        &self.cgroup_offline_wq
     }
 }
