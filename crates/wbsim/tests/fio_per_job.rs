@@ -102,3 +102,20 @@ fn unlink_drops_the_jobs_page_cache_before_the_next_job() {
     // Nothing was lost: the data had been fsynced before the unlink.
     assert!(gone["violations"].as_array().is_none_or(|v| v.is_empty()));
 }
+
+#[test]
+fn the_closing_fsync_is_reported_alone_as_end_fsync() {
+    // fsync=4 adds timed fsyncs to sync_lat; end_fsync is the closing one
+    // only (what `wbsim probe` times), in ms.
+    let r = run_job(
+        "endfsync",
+        "[w]\nrw=write\nbs=1m\nsize=16m\nfsync=4\nend_fsync=1\n",
+        "10s",
+    );
+    let m = &r["metrics"];
+    assert_eq!(m["fio.w.end_fsync"]["unit"], "ms");
+    assert_eq!(m["fio.w.end_fsync"]["count"].as_u64(), Some(1));
+    assert!(m["fio.w.sync_lat"]["count"].as_u64().unwrap_or(0) > 1);
+    let plain = run_job("noendfsync", "[w]\nrw=write\nbs=1m\nsize=16m\n", "10s");
+    assert!(plain["metrics"]["fio.w.end_fsync"].is_null());
+}

@@ -309,14 +309,14 @@ impl CloneState {
 
 /// `fsync()` of `f` (not a data-integrity `fdatasync`), its time recorded
 /// as fio's sync latency of entry `stats_id` when `measured`.
-async fn fsync_recorded(w: &World, f: &File, stats_id: usize, measured: bool) {
+async fn fsync_recorded(w: &World, f: &File, stats_id: usize, measured: bool) -> Time {
     let t0 = w.m.now();
     vfs_fsync(&w.m, &f.sb, &f.inode, false).await;
+    let took = w.m.now() - t0;
     if measured {
-        w.jobs.borrow_mut()[stats_id]
-            .sync_lat
-            .record(w.m.now() - t0);
+        w.jobs.borrow_mut()[stats_id].sync_lat.record(took);
     }
+    took
 }
 
 /// fio's random map (`lib/axmap.c`, used unless `norandommap`): a bit per
@@ -674,7 +674,8 @@ async fn finish_clone(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>,
     if job.end_fsync || job.fsync_on_close {
         let files = st.borrow().files.clone();
         for f in &files {
-            fsync_recorded(w, f, stats_id, true).await;
+            let took = fsync_recorded(w, f, stats_id, true).await;
+            w.jobs.borrow_mut()[stats_id].end_fsync.record(took);
         }
     }
     let error = st.borrow().error;

@@ -148,6 +148,8 @@ pub struct JobStats {
     pub write_lat: LatHist,
     /// fsync latencies, ns.
     pub sync_lat: LatHist,
+    /// The closing fsyncs alone (`end_fsync`, `fsync_on_close`), ns.
+    pub end_fsync: LatHist,
     /// When the job began measuring (after startdelay and ramp_time), ns.
     pub start_ns: Option<Time>,
     /// When its last clone finished, ns.
@@ -197,6 +199,7 @@ impl JobStats {
             read_lat: LatHist::default(),
             write_lat: LatHist::default(),
             sync_lat: LatHist::default(),
+            end_fsync: LatHist::default(),
             start_ns: None,
             end_ns: None,
             running: 0,

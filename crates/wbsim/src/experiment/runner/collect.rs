@@ -9,7 +9,8 @@
 //! - `fio.JOB.write_bw` / `fio.JOB.read_bw` (MiB/s), `fio.JOB.write_iops`,
 //!   `fio.JOB.clat` (completion latency of the job's writes, or reads for a
 //!   read-only job, us), `fio.JOB.read_clat` / `fio.JOB.write_clat` for mixed
-//!   jobs, `fio.JOB.sync_lat` (us), `fio.JOB.file_peak_dirty` /
+//!   jobs, `fio.JOB.sync_lat` (us), `fio.JOB.end_fsync` (the closing
+//!   fsync alone, ms), `fio.JOB.file_peak_dirty` /
 //!   `fio.JOB.file_peak_cached` (MiB), `fio.JOB.file_dirty_growth` /
 //!   `fio.JOB.file_cache_growth` (peak minus the value when the job started,
 //!   MiB), all of the job's own files (the inodes it opened);
@@ -446,6 +447,11 @@ fn job_outputs(
         }
         if !j.sync_lat.is_empty() {
             metrics.record_histogram(&format!("{p}.sync_lat"), "ns", "us", &j.sync());
+        }
+        if !j.end_fsync.is_empty() {
+            // The closing fsync alone, as `wbsim probe` times it.
+            let h = j.end_fsync.histogram();
+            metrics.record_histogram(&format!("{p}.end_fsync"), "ns", "ms", &h);
         }
         let mib = |pages: u64| (pages * PAGE_SIZE) as f64 / MIB;
         let growth =
