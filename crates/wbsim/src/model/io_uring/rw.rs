@@ -11,6 +11,9 @@
 //! and an io-wq worker reissues it in blocking mode and posts the CQE.
 //! Completions wait in the CQ ring until the application reaps them
 //! (`io_uring_enter` with `IORING_ENTER_GETEVENTS` and `min_complete`).
+//! A buffered write to a filesystem without FOP_BUFFER_WASYNC (ext4) is
+//! punted without an inline attempt (`io_write` checks `fops_buf_wasync`
+//! before calling `->write_iter`).
 //! O_DIRECT writes are submitted as bios and complete asynchronously (their
 //! wait is for the device, not for a worker).
 //!
@@ -118,7 +121,14 @@ impl IoRing {
             return Issue::Async;
         }
         let nw = IoFlags { nowait: true, ..fl };
-        match vfs_write(&m, task, f, pos, len, nw).await {
+        // io_write: a buffered write to a file whose filesystem lacks
+        // FOP_BUFFER_WASYNC (ext4) is not tried inline: -EAGAIN at once.
+        let inline = if f.sb.fs.fop_buffer_wasync() {
+            vfs_write(&m, task, f, pos, len, nw).await
+        } else {
+            Err(IoError::Again)
+        };
+        match inline {
             Err(IoError::Again) => {
                 // io_queue_iowq: hashed by inode, reissued blocking.
                 let ring = self.clone();
