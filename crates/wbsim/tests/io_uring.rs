@@ -117,3 +117,49 @@ fn ext4_buffered_writes_are_always_punted() {
     let d = uring_job_on("ext4", "16g", "nvme-dc", "rw=write\nsize=32m\ndirect=1");
     assert_eq!(counter(&d, "fio.j.uring_punted"), 0.0);
 }
+
+#[test]
+fn a_punted_write_at_iodepth_1_pays_two_idle_wakeups() {
+    // ext4 punts every buffered write; at iodepth 1 the io-wq worker is
+    // woken for each (its CPU idle) and then wakes the submitter sleeping
+    // for the CQE: two idle-CPU wakeups per write.
+    let job = |wakeup: &str| {
+        run(&format!(
+            r#"
+[scenario]
+name = "uring-wakeup"
+duration = "30s"
+
+[machine]
+cpus = 2
+memory = "16g"
+wakeup_latency = "{wakeup}"
+
+[[device]]
+name = "nvme0n1"
+profile = "nvme-dc"
+
+[[filesystem]]
+name = "data"
+type = "ext4"
+device = "nvme0n1"
+mountpoint = "/mnt/data"
+
+[[job]]
+filesystem = "data"
+fio = """
+[j]
+ioengine=io_uring
+iodepth=1
+bs=4k
+rw=write
+size=4m
+"""
+"#
+        ))
+    };
+    let quick = stat(&job("0us"), "fio.j.lat", "mean");
+    let slow = stat(&job("25us"), "fio.j.lat", "mean");
+    assert!(slow - quick >= 45.0, "lat {quick} us -> {slow} us");
+    assert!(slow - quick <= 55.0, "lat {quick} us -> {slow} us");
+}
