@@ -213,3 +213,25 @@ fn counts_means_within_1_5x_and_p99_within_2x() {
         "{text}"
     );
 }
+
+#[test]
+fn the_uring_probes_clat_is_compared_as_fios_lat() {
+    use wbsim::cli::compare::Side;
+    let doc = |name: &str| {
+        let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/probe")
+            .join(name);
+        Side::of(&Results::load(p).expect("probe document"))
+    };
+    // probe/uring.rs times a write from before its submission to its reaped
+    // completion: fio's lat, so its rows meet the model's `lat`.
+    let u = doc("uring.json");
+    let job = "fio.uring-xfs-seq-buffered-qd1";
+    assert!(u.metrics.contains_key(&format!("{job}.lat")));
+    assert!(!u.metrics.contains_key(&format!("{job}.clat")));
+    let spread = &u.live.as_ref().expect("live").spread;
+    assert!(spread.contains_key(&format!("{job}.lat")));
+    // The sync-engine probes' clat is fio's clat (no submission part).
+    let d = doc("dontcache.json");
+    assert!(d.metrics.contains_key("fio.xfs-seq-buffered.clat"));
+}

@@ -59,7 +59,7 @@ fn e5_kick_beats_inline_and_leaves_buffered_and_direct_alone() {
     }
 
     // Page cache under RWF_DONTCACHE stays well below buffered's. Since
-    // peak_cached is the job's own file (not the machine's), the kick
+    // file_peak_cached is the job's own file (not the machine's), the kick
     // variant's random dontcache writer holds ~44 MiB of its file at its
     // peak against ~250 MiB buffered: the bound is 4x, not the 20x the
     // machine-wide figure met (open question in the fioguide report).
@@ -67,10 +67,14 @@ fn e5_kick_beats_inline_and_leaves_buffered_and_direct_alone() {
         for pat in ["seq", "rand"] {
             let dc = stat(
                 r,
-                &format!("fio.{pat}-write-dontcache.peak_cached"),
+                &format!("fio.{pat}-write-dontcache.file_peak_cached"),
                 "value",
             );
-            let buf = stat(r, &format!("fio.{pat}-write-buffered.peak_cached"), "value");
+            let buf = stat(
+                r,
+                &format!("fio.{pat}-write-buffered.file_peak_cached"),
+                "value",
+            );
             assert!(
                 dc * 4.0 < buf,
                 "[{}] {pat}: dontcache peak cached {dc} MiB vs buffered {buf}",

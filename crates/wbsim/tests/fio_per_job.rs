@@ -45,10 +45,15 @@ fn a_direct_reader_beside_a_buffered_writer_grows_no_cache() {
     );
     // The writer's own files grew by about its size; the reader's by none,
     // although the machine's page cache grew while it ran.
-    let grew = value(&r, "fio.buffered.cache_growth");
+    let grew = value(&r, "fio.buffered.file_cache_growth");
     assert!(grew > 100.0, "writer's cache growth {grew} MiB");
-    assert_eq!(value(&r, "fio.direct.cache_growth"), 0.0);
-    assert_eq!(value(&r, "fio.direct.peak_dirty"), 0.0);
+    assert_eq!(value(&r, "fio.direct.file_cache_growth"), 0.0);
+    assert_eq!(value(&r, "fio.direct.file_peak_dirty"), 0.0);
+    // The machine's (the probe's meminfo figures) did grow while the
+    // reader ran, with the writer's pages.
+    assert!(value(&r, "fio.direct.peak_dirty") > 0.0);
+    assert!(value(&r, "fio.direct.cache_growth") > 0.0);
+    assert!(value(&r, "fio.buffered.peak_cached") >= value(&r, "fio.buffered.file_peak_cached"));
     // Unwritten-extent conversions happen on the writer's file only.
     let conv = value(&r, "fio.buffered.trace.xfs_unwritten_convert");
     assert!(conv > 0.0);
@@ -76,4 +81,41 @@ fn a_sizeless_device_job_cut_off_by_the_run_is_flagged() {
         .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
         .unwrap_or_default();
     assert_eq!(unfinished, ["dev"]);
+}
+
+#[test]
+fn unlink_drops_the_jobs_page_cache_before_the_next_job() {
+    // The second job's start is the machine's page cache after the first:
+    // with unlink=1 the first file's pages left with it (evicted at its
+    // last iput), without it they stay cached.
+    let jobs = |unlink: u32| {
+        format!(
+            "[global]\nrw=write\nbs=1m\nend_fsync=1\nunlink={unlink}\n\
+             [first]\nsize=64m\n[second]\nstonewall\nsize=16m\n"
+        )
+    };
+    let kept = run_job("kept", &jobs(0), "10s");
+    let gone = run_job("gone", &jobs(1), "10s");
+    let start = |r: &serde_json::Value| value(r, "fio.second.start_cached");
+    assert!(start(&kept) >= 63.0, "kept: {} MiB", start(&kept));
+    assert!(start(&gone) < 1.0, "unlinked: {} MiB", start(&gone));
+    // Nothing was lost: the data had been fsynced before the unlink.
+    assert!(gone["violations"].as_array().is_none_or(|v| v.is_empty()));
+}
+
+#[test]
+fn the_closing_fsync_is_reported_alone_as_end_fsync() {
+    // fsync=4 adds timed fsyncs to sync_lat; end_fsync is the closing one
+    // only (what `wbsim probe` times), in ms.
+    let r = run_job(
+        "endfsync",
+        "[w]\nrw=write\nbs=1m\nsize=16m\nfsync=4\nend_fsync=1\n",
+        "10s",
+    );
+    let m = &r["metrics"];
+    assert_eq!(m["fio.w.end_fsync"]["unit"], "ms");
+    assert_eq!(m["fio.w.end_fsync"]["count"].as_u64(), Some(1));
+    assert!(m["fio.w.sync_lat"]["count"].as_u64().unwrap_or(0) > 1);
+    let plain = run_job("noendfsync", "[w]\nrw=write\nbs=1m\nsize=16m\n", "10s");
+    assert!(plain["metrics"]["fio.w.end_fsync"].is_null());
 }

@@ -8,6 +8,10 @@ use common::{run_text as run, stat};
 use wbsim::experiment::results::Results;
 
 fn uring_job(memory: &str, profile: &str, job: &str) -> Results {
+    uring_job_on("xfs", memory, profile, job)
+}
+
+fn uring_job_on(fs: &str, memory: &str, profile: &str, job: &str) -> Results {
     run(&format!(
         r#"
 [scenario]
@@ -24,7 +28,7 @@ profile = "{profile}"
 
 [[filesystem]]
 name = "data"
-type = "xfs"
+type = "{fs}"
 device = "nvme0n1"
 mountpoint = "/mnt/data"
 
@@ -97,4 +101,65 @@ fn punted_writes_to_one_file_queue_serially_on_io_wq() {
     let p999 = stat(&r, "fio.j.clat", "p99.9");
     let max = stat(&r, "fio.j.clat", "max");
     assert!(clat50 <= p999 && p999 <= max);
+}
+
+#[test]
+fn ext4_buffered_writes_are_always_punted() {
+    // ext4 lacks FOP_BUFFER_WASYNC: io_write punts every buffered write to
+    // io-wq without trying it inline, even when nothing would block (the
+    // same job on xfs completes every write inline, test above).
+    let r = uring_job_on("ext4", "16g", "nvme-dc", "rw=write\nsize=32m");
+    let ios = stat(&r, "fio.j.clat", "count");
+    assert_eq!(counter(&r, "fio.j.uring_inline"), 0.0);
+    assert_eq!(counter(&r, "fio.j.uring_punted"), ios);
+    assert!(counter(&r, "fio.j.iowq_workers") >= 1.0);
+    // O_DIRECT does not depend on it: no punt.
+    let d = uring_job_on("ext4", "16g", "nvme-dc", "rw=write\nsize=32m\ndirect=1");
+    assert_eq!(counter(&d, "fio.j.uring_punted"), 0.0);
+}
+
+#[test]
+fn a_punted_write_at_iodepth_1_pays_two_idle_wakeups() {
+    // ext4 punts every buffered write; at iodepth 1 the io-wq worker is
+    // woken for each (its CPU idle) and then wakes the submitter sleeping
+    // for the CQE: two idle-CPU wakeups per write.
+    let job = |wakeup: &str| {
+        run(&format!(
+            r#"
+[scenario]
+name = "uring-wakeup"
+duration = "30s"
+
+[machine]
+cpus = 2
+memory = "16g"
+wakeup_latency = "{wakeup}"
+
+[[device]]
+name = "nvme0n1"
+profile = "nvme-dc"
+
+[[filesystem]]
+name = "data"
+type = "ext4"
+device = "nvme0n1"
+mountpoint = "/mnt/data"
+
+[[job]]
+filesystem = "data"
+fio = """
+[j]
+ioengine=io_uring
+iodepth=1
+bs=4k
+rw=write
+size=4m
+"""
+"#
+        ))
+    };
+    let quick = stat(&job("0us"), "fio.j.lat", "mean");
+    let slow = stat(&job("25us"), "fio.j.lat", "mean");
+    assert!(slow - quick >= 45.0, "lat {quick} us -> {slow} us");
+    assert!(slow - quick <= 55.0, "lat {quick} us -> {slow} us");
 }

@@ -392,7 +392,7 @@ fn a_headline_pattern_gives_one_row_per_matched_metric_and_a_per_job_table() {
             fx::results(&s, v, None, 1, |m| {
                 for job in ["a-dontcache", "b-dontcache", "c-buffered"] {
                     m.set(&format!("fio.{job}.write_bw"), "MB/s", mb);
-                    m.set(&format!("fio.{job}.peak_dirty"), "MiB", 1.0);
+                    m.set(&format!("fio.{job}.file_peak_dirty"), "MiB", 1.0);
                     m.record_as(&format!("fio.{job}.clat"), "ns", "us", 2_000);
                 }
             })

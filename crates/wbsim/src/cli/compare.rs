@@ -150,6 +150,23 @@ pub struct Side {
     pub what: String,
 }
 
+/// `wbsim probe` experiments whose `fio.JOB.clat` runs from just before a
+/// write's submission to its completion being reaped, which is fio's `lat`
+/// (slat + clat), not fio's `clat` (`probe/uring.rs`; the document's notes
+/// say so). Their rows are compared under `fio.JOB.lat`, with the model's
+/// `lat`.
+const LIVE_CLAT_IS_LAT: [&str; 1] = ["uring"];
+
+/// `fio.JOB.clat` keys renamed `fio.JOB.lat`.
+fn rename_clat_to_lat<V>(m: BTreeMap<String, V>) -> BTreeMap<String, V> {
+    m.into_iter()
+        .map(|(k, v)| match k.strip_suffix(".clat") {
+            Some(job) if k.starts_with("fio.") => (format!("{job}.lat"), v),
+            _ => (k, v),
+        })
+        .collect()
+}
+
 /// MiB, for fio's bytes/s.
 const MIB: f64 = 1_048_576.0;
 
@@ -161,9 +178,17 @@ impl Side {
             .as_ref()
             .map(|l| format!(", live kernel {}", l.kernel_release))
             .unwrap_or_default();
+        let mut metrics = r.metrics.clone();
+        let mut live_doc = r.live.clone();
+        if let Some(l) = live_doc.as_mut() {
+            if LIVE_CLAT_IS_LAT.contains(&l.experiment.as_str()) {
+                metrics = rename_clat_to_lat(metrics);
+                l.spread = rename_clat_to_lat(std::mem::take(&mut l.spread));
+            }
+        }
         Side {
-            metrics: r.metrics.clone(),
-            live: r.live.clone(),
+            metrics,
+            live: live_doc,
             what: format!(
                 "scenario {}, variant {}, seed {}{live}",
                 r.scenario, r.variant, r.seed

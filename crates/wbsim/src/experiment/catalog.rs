@@ -121,7 +121,7 @@ const FIO_JOB_COLUMNS: &[Column] = &[
     col("clat p99.9 (us)", "clat", "p99.9", "us", Combine::Mean),
     col(
         "peak dirty (MiB)",
-        "peak_dirty",
+        "file_peak_dirty",
         "mean",
         "MiB",
         Combine::Mean,

@@ -69,7 +69,7 @@ use super::fio::{Fallocate, FioJob, IoEngine, RwMode};
 use super::world::{JobStats, World};
 use crate::model::errno::IoError;
 use crate::model::fs::block_dev::{BDEV_FS_NAME, DEFAULT_BDEV_CAPACITY};
-use crate::model::fs::read_write::{vfs_fallocate, vfs_read, vfs_write, File, IoFlags};
+use crate::model::fs::read_write::{vfs_fallocate, vfs_read, vfs_unlink, vfs_write, File, IoFlags};
 use crate::model::fs::sync::vfs_fsync;
 use crate::model::io_uring::rw::{IoRing, Issue};
 use crate::model::kernel::sched::CgroupId;
@@ -309,14 +309,14 @@ impl CloneState {
 
 /// `fsync()` of `f` (not a data-integrity `fdatasync`), its time recorded
 /// as fio's sync latency of entry `stats_id` when `measured`.
-async fn fsync_recorded(w: &World, f: &File, stats_id: usize, measured: bool) {
+async fn fsync_recorded(w: &World, f: &File, stats_id: usize, measured: bool) -> Time {
     let t0 = w.m.now();
     vfs_fsync(&w.m, &f.sb, &f.inode, false).await;
+    let took = w.m.now() - t0;
     if measured {
-        w.jobs.borrow_mut()[stats_id]
-            .sync_lat
-            .record(w.m.now() - t0);
+        w.jobs.borrow_mut()[stats_id].sync_lat.record(took);
     }
+    took
 }
 
 /// fio's random map (`lib/axmap.c`, used unless `norandommap`): a bit per
@@ -615,6 +615,14 @@ async fn run_clone(
         let from = now + job.ramp_time_ns;
         s.start_ns = Some(s.start_ns.map_or(from, |t| t.min(from)));
         s.samples.start(from);
+        // The machine's dirty and file pages as the job starts (what the
+        // probe reads from /proc/meminfo before its writers begin); the
+        // sampler adds the peaks while it runs.
+        let vm = w.m.vm_counters();
+        s.mem_start_dirty_pages.get_or_insert(vm.nr_file_dirty);
+        s.mem_start_cached_pages.get_or_insert(vm.nr_file_pages);
+        s.mem_peak_dirty_pages = s.mem_peak_dirty_pages.max(vm.nr_file_dirty);
+        s.mem_peak_cached_pages = s.mem_peak_cached_pages.max(vm.nr_file_pages);
     }
     if job.ioengine == IoEngine::IoUring {
         Box::pin(run_io_uring(w, job, jobnum, &st, stats_id, flow.as_deref())).await;
@@ -666,13 +674,24 @@ async fn finish_clone(w: &Rc<World>, job: &FioJob, st: &Rc<RefCell<CloneState>>,
     if job.end_fsync || job.fsync_on_close {
         let files = st.borrow().files.clone();
         for f in &files {
-            fsync_recorded(w, f, stats_id, true).await;
+            let took = fsync_recorded(w, f, stats_id, true).await;
+            w.jobs.borrow_mut()[stats_id].end_fsync.record(took);
         }
     }
     let error = st.borrow().error;
     let started = st.borrow().started;
     add_task_cpu(w, stats_id, started);
     finish_stats(w, stats_id, error, io_done);
+    // unlink=1: once the job's last clone is done (clones may share a
+    // file), its files are closed and unlinked (not timed).
+    let last = w.jobs.borrow()[stats_id].running == 0;
+    if job.unlink && last {
+        let files = w.jobs.borrow()[stats_id].files.clone();
+        for f in files.iter().filter(|f| f.sb.fs.name() != BDEV_FS_NAME) {
+            vfs_unlink(m, f).await;
+            w.forget_file(f);
+        }
+    }
 }
 
 /// Adds the current task's CPU time, and its time since `since`, to the

@@ -148,6 +148,8 @@ pub struct JobStats {
     pub write_lat: LatHist,
     /// fsync latencies, ns.
     pub sync_lat: LatHist,
+    /// The closing fsyncs alone (`end_fsync`, `fsync_on_close`), ns.
+    pub end_fsync: LatHist,
     /// When the job began measuring (after startdelay and ramp_time), ns.
     pub start_ns: Option<Time>,
     /// When its last clone finished, ns.
@@ -160,6 +162,14 @@ pub struct JobStats {
     /// Dirty and cached pages of its own files at its first sample, pages.
     pub start_dirty_pages: Option<u64>,
     pub start_cached_pages: Option<u64>,
+    /// Peak machine-wide dirty (`NR_FILE_DIRTY`, /proc/meminfo `Dirty`) and
+    /// file (`NR_FILE_PAGES`, `Cached`) pages while it ran, pages: what
+    /// `wbsim probe` reads from /proc/meminfo.
+    pub mem_peak_dirty_pages: u64,
+    pub mem_peak_cached_pages: u64,
+    /// Machine-wide dirty and file pages at its first sample, pages.
+    pub mem_start_dirty_pages: Option<u64>,
+    pub mem_start_cached_pages: Option<u64>,
     /// First error (errno name), if the job failed (fio's `error`).
     pub error: Option<String>,
     /// The files its clones opened (once each): what its per-job page and
@@ -189,6 +199,7 @@ impl JobStats {
             read_lat: LatHist::default(),
             write_lat: LatHist::default(),
             sync_lat: LatHist::default(),
+            end_fsync: LatHist::default(),
             start_ns: None,
             end_ns: None,
             running: 0,
@@ -196,6 +207,10 @@ impl JobStats {
             peak_cached_pages: 0,
             start_dirty_pages: None,
             start_cached_pages: None,
+            mem_peak_dirty_pages: 0,
+            mem_peak_cached_pages: 0,
+            mem_start_dirty_pages: None,
+            mem_start_cached_pages: None,
             error: None,
             files: Vec::new(),
         }
@@ -360,6 +375,14 @@ impl World {
         let f = create_file_in(&self.m, &sb, dir);
         self.files.borrow_mut().insert(path.to_string(), f.clone());
         Ok(f)
+    }
+
+    /// Forgets the path of `f` (after it was unlinked): the next open of
+    /// that path creates a new file.
+    pub fn forget_file(&self, f: &File) {
+        self.files
+            .borrow_mut()
+            .retain(|_, g| !Rc::ptr_eq(&g.inode, &f.inode));
     }
 
     /// Forgets every open file of superblock `sb` (after umount).

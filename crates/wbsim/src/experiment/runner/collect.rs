@@ -9,10 +9,15 @@
 //! - `fio.JOB.write_bw` / `fio.JOB.read_bw` (MiB/s), `fio.JOB.write_iops`,
 //!   `fio.JOB.clat` (completion latency of the job's writes, or reads for a
 //!   read-only job, us), `fio.JOB.read_clat` / `fio.JOB.write_clat` for mixed
-//!   jobs, `fio.JOB.sync_lat` (us), `fio.JOB.peak_dirty` /
-//!   `fio.JOB.peak_cached` (MiB), `fio.JOB.dirty_growth` /
-//!   `fio.JOB.cache_growth` (peak minus the value when the job started, MiB),
-//!   all of the job's own files (the inodes it opened), not the machine's;
+//!   jobs, `fio.JOB.sync_lat` (us), `fio.JOB.end_fsync` (the closing
+//!   fsync alone, ms), `fio.JOB.file_peak_dirty` /
+//!   `fio.JOB.file_peak_cached` (MiB), `fio.JOB.file_dirty_growth` /
+//!   `fio.JOB.file_cache_growth` (peak minus the value when the job started,
+//!   MiB), all of the job's own files (the inodes it opened);
+//!   `fio.JOB.peak_dirty` / `peak_cached`, `start_dirty` / `start_cached`,
+//!   `dirty_growth` / `cache_growth` (MiB): the same for the whole machine
+//!   (/proc/meminfo `Dirty` and `Cached` while the job ran), as `wbsim
+//!   probe` measures them on the live kernel;
 //! - `write.bw` / `read.bw`: all jobs together over the span they ran (MiB/s);
 //! - `dirty_pages`, `writeback_pages`, `cached_pages`, `dirty_limit_pages`,
 //!   `bg_limit_pages` (sampled), `device.DEV.write_bytes_per_s` (sampled) and
@@ -484,28 +489,60 @@ fn job_outputs(
         if !j.sync_lat.is_empty() {
             metrics.record_histogram(&format!("{p}.sync_lat"), "ns", "us", &j.sync());
         }
+        if !j.end_fsync.is_empty() {
+            // The closing fsync alone, as `wbsim probe` times it.
+            let h = j.end_fsync.histogram();
+            metrics.record_histogram(&format!("{p}.end_fsync"), "ns", "ms", &h);
+        }
+        let mib = |pages: u64| (pages * PAGE_SIZE) as f64 / MIB;
+        let growth =
+            |peak: u64, start: Option<u64>| mib(peak.saturating_sub(start.unwrap_or(peak)));
+        // The job's own files.
         metrics.set(
-            &format!("{p}.peak_dirty"),
+            &format!("{p}.file_peak_dirty"),
             "MiB",
-            (j.peak_dirty_pages * PAGE_SIZE) as f64 / MIB,
+            mib(j.peak_dirty_pages),
         );
         metrics.set(
-            &format!("{p}.peak_cached"),
+            &format!("{p}.file_peak_cached"),
             "MiB",
-            (j.peak_cached_pages * PAGE_SIZE) as f64 / MIB,
+            mib(j.peak_cached_pages),
         );
-        let growth = |peak: u64, start: Option<u64>| {
-            (peak.saturating_sub(start.unwrap_or(peak)) * PAGE_SIZE) as f64 / MIB
-        };
         metrics.set(
-            &format!("{p}.dirty_growth"),
+            &format!("{p}.file_dirty_growth"),
             "MiB",
             growth(j.peak_dirty_pages, j.start_dirty_pages),
         );
         metrics.set(
-            &format!("{p}.cache_growth"),
+            &format!("{p}.file_cache_growth"),
             "MiB",
             growth(j.peak_cached_pages, j.start_cached_pages),
+        );
+        // The machine's, under the names and meaning of `wbsim probe`
+        // (/proc/meminfo `Dirty` and `Cached` while the job ran).
+        metrics.set(
+            &format!("{p}.peak_dirty"),
+            "MiB",
+            mib(j.mem_peak_dirty_pages),
+        );
+        metrics.set(
+            &format!("{p}.peak_cached"),
+            "MiB",
+            mib(j.mem_peak_cached_pages),
+        );
+        if let (Some(d), Some(c)) = (j.mem_start_dirty_pages, j.mem_start_cached_pages) {
+            metrics.set(&format!("{p}.start_dirty"), "MiB", mib(d));
+            metrics.set(&format!("{p}.start_cached"), "MiB", mib(c));
+        }
+        metrics.set(
+            &format!("{p}.dirty_growth"),
+            "MiB",
+            growth(j.mem_peak_dirty_pages, j.mem_start_dirty_pages),
+        );
+        metrics.set(
+            &format!("{p}.cache_growth"),
+            "MiB",
+            growth(j.mem_peak_cached_pages, j.mem_start_cached_pages),
         );
         // Tracepoints about the job's own files, over the whole run (the
         // writeback of its data may come after it ends).

@@ -7,7 +7,9 @@
 //! the pauses taken in the interval: count and mean); reclaim's progress
 //! (pages scanned and freed by kswapd and direct reclaim, free pages); and
 //! the peaks of each running fio job's own files (dirty and cached pages of
-//! the inodes it opened, read through the model's observation API). Sampling is a timer
+//! the inodes it opened, read through the model's observation API) and of
+//! the machine while it ran (dirty and file pages, as /proc/meminfo's
+//! `Dirty` and `Cached`). Sampling is a timer
 //! callback (it takes no simulated CPU). Not kernel code.
 
 use std::cell::{Cell, RefCell};
@@ -153,6 +155,11 @@ impl State {
                 j.start_cached_pages.get_or_insert(jc);
                 j.peak_dirty_pages = j.peak_dirty_pages.max(jd);
                 j.peak_cached_pages = j.peak_cached_pages.max(jc);
+                // The machine's, as /proc/meminfo `Dirty` and `Cached`.
+                j.mem_start_dirty_pages.get_or_insert(dirty);
+                j.mem_start_cached_pages.get_or_insert(cached);
+                j.mem_peak_dirty_pages = j.mem_peak_dirty_pages.max(dirty);
+                j.mem_peak_cached_pages = j.mem_peak_cached_pages.max(cached);
             }
         }
         let next = now + self.interval;

@@ -59,6 +59,10 @@ impl BlockDev {
 }
 
 impl Filesystem for BlockDev {
+    fn fop_buffer_wasync(&self) -> bool {
+        // def_blk_fops.fop_flags has FOP_BUFFER_WASYNC.
+        true
+    }
     fn name(&self) -> &'static str {
         BDEV_FS_NAME
     }

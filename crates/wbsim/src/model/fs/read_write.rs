@@ -369,6 +369,15 @@ pub async fn vfs_fallocate(m: &Rc<Machine>, f: &File, pos: u64, len: u64, keep_s
     }
 }
 
+/// unlink(2) of `f`'s only name (`do_unlinkat` -> `vfs_unlink`), the caller
+/// having closed it: the last link and reference go, so `iput_final` evicts
+/// the inode and its page cache
+/// ([`iput_final_unlinked`](crate::model::fs::super_::iput_final_unlinked)).
+pub async fn vfs_unlink(m: &Rc<Machine>, f: &File) {
+    m.sched().cpu(m.costs().syscall_ns).await;
+    crate::model::fs::super_::iput_final_unlinked(m, &f.sb, &f.inode).await;
+}
+
 /// O_DIRECT read or write of `len` bytes at `pos`: cached pages of the range
 /// are written and invalidated first, then the bio goes straight to the device.
 pub async fn direct_io(m: &Rc<Machine>, f: &File, pos: u64, len: u64, write: bool) {

@@ -246,9 +246,39 @@ pub async fn evict_inodes(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
     }
 }
 
+/// `iput_final` of an unlinked inode (`i_nlink` 0) whose last reference
+/// went: `evict` at once (no LRU caching of a deleted inode), pages under
+/// writeback waited for, dirty ones discarded (`truncate_inode_pages_final`
+/// cancels their dirtiness: an unlinked file's data is never written).
+/// The filesystem's freeing of the file's blocks (xfs inactivation, ext4's
+/// orphan handling) is left out.
+pub async fn iput_final_unlinked(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
+    use state::{I_FREEING, I_SYNC};
+    {
+        let mut st = inode.st.borrow_mut();
+        if st.i_state & I_FREEING != 0 {
+            return;
+        }
+        st.i_state |= I_FREEING;
+    }
+    m.sched().cpu(EVICT_INODE_NS).await;
+    evict_as(m, sb, inode, false).await;
+    let i2 = inode.clone();
+    inode
+        .i_wb_wait
+        .wait_event(m.sim(), move || !i2.has(I_SYNC))
+        .await;
+}
+
 /// `evict`: off the writeback lists, `truncate_inode_pages_final` (waits for
 /// pages under writeback), out of the superblock's inode list.
 async fn evict(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
+    evict_as(m, sb, inode, true).await;
+}
+
+/// [`evict`]; `at_umount`: dirty pages left are data lost (a violation),
+/// else (an unlinked file) they are simply dropped.
+async fn evict_as(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef, at_umount: bool) {
     if let Some(wb) = inode.wb() {
         inode_io_list_del(inode, &wb);
     }
@@ -260,7 +290,7 @@ async fn evict(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
         mc.lru_del(inode.lru_key());
     }
     let freed = (-d.cached).max(0) as Time;
-    if d.dirty != 0 {
+    if d.dirty != 0 && at_umount {
         m.violation(
             "dirty_data_lost_at_umount",
             ViolationObjects {

@@ -151,6 +151,14 @@ pub trait Filesystem {
     fn fop_dontcache(&self) -> bool {
         false
     }
+    /// FOP_BUFFER_WASYNC: its buffered write path honours IOCB_NOWAIT
+    /// (xfs, btrfs, block devices: `fop_flags` in fs/xfs/xfs_file.c,
+    /// fs/btrfs/file.c, block/fops.c). Without it (ext4, tmpfs), io_uring's
+    /// `io_write` does not try a buffered write inline: it returns -EAGAIN
+    /// before `->write_iter` and the write is punted to io-wq.
+    fn fop_buffer_wasync(&self) -> bool {
+        false
+    }
     /// Largest folio order of a regular file's page cache, set when the
     /// inode is set up (`mapping_set_large_folios`: XFS, ext4; 0 = single
     /// pages: btrfs without its experimental large folios, tmpfs with

@@ -198,11 +198,18 @@ impl IoWq {
         loop {
             let Some(mut work) = self.next_work() else {
                 self.0.st.borrow_mut().nr_free += 1;
+                let sleeps = !self.has_runnable();
                 let me = self.clone();
                 self.0
                     .wait
                     .wait_event_exclusive(&sim, move || me.has_runnable())
                     .await;
+                // Woken from idle: its CPU takes the machine's wakeup
+                // latency to run it (as a workqueue worker does).
+                let lat = self.0.sched.params().wakeup_latency_ns;
+                if sleeps && lat > 0 {
+                    sim.sleep(lat).await;
+                }
                 self.0.st.borrow_mut().nr_free -= 1;
                 continue;
             };

@@ -11,6 +11,13 @@
 //! and an io-wq worker reissues it in blocking mode and posts the CQE.
 //! Completions wait in the CQ ring until the application reaps them
 //! (`io_uring_enter` with `IORING_ENTER_GETEVENTS` and `min_complete`).
+//! A submitter that slept for its completions, and an io-wq worker woken
+//! for work, run again only after the machine's idle-CPU wakeup latency
+//! (`[machine] wakeup_latency`; as for workqueue workers, the CPU is taken
+//! to have gone idle while they slept).
+//! A buffered write to a filesystem without FOP_BUFFER_WASYNC (ext4) is
+//! punted without an inline attempt (`io_write` checks `fops_buf_wasync`
+//! before calling `->write_iter`).
 //! O_DIRECT writes are submitted as bios and complete asynchronously (their
 //! wait is for the device, not for a worker).
 //!
@@ -118,7 +125,14 @@ impl IoRing {
             return Issue::Async;
         }
         let nw = IoFlags { nowait: true, ..fl };
-        match vfs_write(&m, task, f, pos, len, nw).await {
+        // io_write: a buffered write to a file whose filesystem lacks
+        // FOP_BUFFER_WASYNC (ext4) is not tried inline: -EAGAIN at once.
+        let inline = if f.sb.fs.fop_buffer_wasync() {
+            vfs_write(&m, task, f, pos, len, nw).await
+        } else {
+            Err(IoError::Again)
+        };
+        match inline {
             Err(IoError::Again) => {
                 // io_queue_iowq: hashed by inode, reissued blocking.
                 let ring = self.clone();
@@ -154,10 +168,17 @@ impl IoRing {
     /// `max` of them in posting order.
     pub async fn wait_cqes(&self, min: usize, max: usize) -> Vec<Cqe> {
         let ring = self.clone();
+        let sleeps = self.cq_ready() < min;
         self.0
             .cq_wait
             .wait_event(self.0.m.sim(), move || ring.cq_ready() >= min)
             .await;
+        // io_cqring_wait slept: the CQE's poster wakes it, and its CPU,
+        // idle meanwhile, takes the machine's wakeup latency to run it.
+        let lat = self.0.m.sched().params().wakeup_latency_ns;
+        if sleeps && lat > 0 {
+            self.0.m.sim().sleep(lat).await;
+        }
         let mut cq = self.0.cq.borrow_mut();
         let n = cq.len().min(max.max(1));
         cq.drain(..n).collect()

@@ -275,6 +275,9 @@ pub struct FioJob {
     pub end_fsync: bool,
     /// `fsync_on_close=`: fsync on every file close.
     pub fsync_on_close: bool,
+    /// `unlink=`: unlink the job's files when it is done (fio's
+    /// `td_io_unlink_file` at the job's end).
+    pub unlink: bool,
     /// `runtime=`; `None` means no limit (also for `runtime=0`).
     pub runtime_ns: Option<u64>,
     /// `time_based`: keep looping over the workload until `runtime`.
@@ -405,6 +408,7 @@ impl FioJob {
             fsync_every_writes: 0,
             end_fsync: false,
             fsync_on_close: false,
+            unlink: false,
             runtime_ns: None,
             time_based: false,
             ramp_time_ns: 0,

@@ -124,6 +124,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("fsync",           &[],                    UINT,              "fsync every N writes"),
     opt("end_fsync",       &[],                    OptKind::Bool,     "fsync at the end of the job"),
     opt("fsync_on_close",  &[],                    OptKind::Bool,     "fsync on file close"),
+    opt("unlink",          &[],                    OptKind::Bool,     "unlink the job's files when it is done"),
     opt("runtime",         &["timeout"],           OptKind::TimeSecs, "run time limit"),
     opt("time_based",      &[],                    OptKind::Flag,     "run for runtime regardless of size"),
     opt("ramp_time",       &[],                    OptKind::TimeSecs, "warm-up before statistics"),
@@ -260,7 +261,6 @@ pub static NOT_MODELLED: &[(&str, &str)] = &[
     ("latency_percentile",     "not modelled yet: the job runs at its fixed iodepth"),
     ("numa_cpu_nodes",         "the modelled machine has one NUMA node"),
     ("numa_mem_policy",        "the modelled machine has one NUMA node"),
-    ("unlink",                 "files are not deleted after the job"),
     ("create_serialize",       "file layout order is not modelled"),
     ("exit_what",              "not modelled yet: other jobs run to their own end"),
 ];
@@ -584,6 +584,7 @@ pub fn apply(job: &mut FioJob, spec: &OptionSpec, value: &OptValue, src: &Option
         ("fsync", V::U64(n)) => job.fsync_every_writes = u32v(*n),
         ("end_fsync", V::Bool(b)) => job.end_fsync = *b,
         ("fsync_on_close", V::Bool(b)) => job.fsync_on_close = *b,
+        ("unlink", V::Bool(b)) => job.unlink = *b,
         ("runtime", V::Ns(ns)) => job.runtime_ns = (*ns > 0).then_some(*ns),
         ("time_based", V::Bool(b)) => job.time_based = *b,
         ("ramp_time", V::Ns(ns)) => job.ramp_time_ns = *ns,

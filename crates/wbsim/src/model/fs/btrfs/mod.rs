@@ -253,6 +253,10 @@ impl Btrfs {
 }
 
 impl Filesystem for Btrfs {
+    fn fop_buffer_wasync(&self) -> bool {
+        // btrfs_file_operations.fop_flags has FOP_BUFFER_WASYNC.
+        true
+    }
     fn stable_writes(&self) -> bool {
         // btrfs_update_address_space_flags: data checksums (NODATASUM is
         // not modelled) need the folio unchanged while it is written.

@@ -376,6 +376,10 @@ impl Filesystem for Xfs {
     fn fop_dontcache(&self) -> bool {
         true
     }
+    fn fop_buffer_wasync(&self) -> bool {
+        // xfs_file_operations.fop_flags has FOP_BUFFER_WASYNC.
+        true
+    }
     fn unwritten_convert_ns(&self, records: usize) -> Time {
         xfs_unwritten_convert_ns(records)
     }
