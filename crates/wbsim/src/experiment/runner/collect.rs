@@ -497,53 +497,39 @@ fn job_outputs(
         let mib = |pages: u64| (pages * PAGE_SIZE) as f64 / MIB;
         let growth =
             |peak: u64, start: Option<u64>| mib(peak.saturating_sub(start.unwrap_or(peak)));
+        // Peaks and growth of dirty and cached pages under `{p}.{tag}NAME`.
+        let mut page_figures =
+            |tag: &str, dirty: (u64, Option<u64>), cached: (u64, Option<u64>)| {
+                metrics.set(&format!("{p}.{tag}peak_dirty"), "MiB", mib(dirty.0));
+                metrics.set(&format!("{p}.{tag}peak_cached"), "MiB", mib(cached.0));
+                metrics.set(
+                    &format!("{p}.{tag}dirty_growth"),
+                    "MiB",
+                    growth(dirty.0, dirty.1),
+                );
+                metrics.set(
+                    &format!("{p}.{tag}cache_growth"),
+                    "MiB",
+                    growth(cached.0, cached.1),
+                );
+            };
         // The job's own files.
-        metrics.set(
-            &format!("{p}.file_peak_dirty"),
-            "MiB",
-            mib(j.peak_dirty_pages),
-        );
-        metrics.set(
-            &format!("{p}.file_peak_cached"),
-            "MiB",
-            mib(j.peak_cached_pages),
-        );
-        metrics.set(
-            &format!("{p}.file_dirty_growth"),
-            "MiB",
-            growth(j.peak_dirty_pages, j.start_dirty_pages),
-        );
-        metrics.set(
-            &format!("{p}.file_cache_growth"),
-            "MiB",
-            growth(j.peak_cached_pages, j.start_cached_pages),
+        page_figures(
+            "file_",
+            (j.peak_dirty_pages, j.start_dirty_pages),
+            (j.peak_cached_pages, j.start_cached_pages),
         );
         // The machine's, under the names and meaning of `wbsim probe`
         // (/proc/meminfo `Dirty` and `Cached` while the job ran).
-        metrics.set(
-            &format!("{p}.peak_dirty"),
-            "MiB",
-            mib(j.mem_peak_dirty_pages),
-        );
-        metrics.set(
-            &format!("{p}.peak_cached"),
-            "MiB",
-            mib(j.mem_peak_cached_pages),
+        page_figures(
+            "",
+            (j.mem_peak_dirty_pages, j.mem_start_dirty_pages),
+            (j.mem_peak_cached_pages, j.mem_start_cached_pages),
         );
         if let (Some(d), Some(c)) = (j.mem_start_dirty_pages, j.mem_start_cached_pages) {
             metrics.set(&format!("{p}.start_dirty"), "MiB", mib(d));
             metrics.set(&format!("{p}.start_cached"), "MiB", mib(c));
         }
-        metrics.set(
-            &format!("{p}.dirty_growth"),
-            "MiB",
-            growth(j.mem_peak_dirty_pages, j.mem_start_dirty_pages),
-        );
-        metrics.set(
-            &format!("{p}.cache_growth"),
-            "MiB",
-            growth(j.mem_peak_cached_pages, j.mem_start_cached_pages),
-        );
         // Tracepoints about the job's own files, over the whole run (the
         // writeback of its data may come after it ends).
         let mut per_job: BTreeMap<&'static str, u64> = BTreeMap::new();
