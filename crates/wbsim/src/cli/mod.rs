@@ -51,8 +51,3 @@ pub fn main_with(cli: Cli) -> anyhow::Result<i32> {
         Command::LiveTables(a) => live_tables::run(a),
     }
 }
-
-/// The current time (UTC, RFC 3339) for results' `host` block.
-pub fn today() -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
-}

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use clap::Args as ClapArgs;
 
 use crate::experiment::report::input::run_stem;
-use crate::experiment::results::Results;
+use crate::experiment::results::{Host, Results};
 use crate::experiment::runner::{plan, run_one_with_progress, RunOptions};
 use crate::experiment::scenario;
 
@@ -271,7 +271,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         bar.finish();
         match res {
             Ok(mut r) => {
-                r.host.date = crate::cli::today();
+                r.host.date = Host::now();
                 let jobs = scenario_fio_jobs(&sc, &v.name);
                 r.not_modelled = jobs.1;
                 // The runner flags jobs still running at the end; add those

@@ -121,6 +121,13 @@ pub struct Host {
     pub version: String,
 }
 
+impl Host {
+    /// The current time as `date` holds it (RFC 3339, UTC, seconds).
+    pub fn now() -> String {
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+    }
+}
+
 /// The live machine a `wbsim probe` run measured (absent in model results).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -466,7 +466,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Outcome> {
     live.notes = notes;
     let host = Host {
         wall_time_s: t0.elapsed().as_secs_f64(),
-        date: crate::cli::today(),
+        date: Host::now(),
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
     Ok(Outcome {
@@ -579,7 +579,7 @@ pub fn record_job(
 mod tests {
     #[test]
     fn date_is_rfc3339() {
-        let d = crate::cli::today();
+        let d = Host::now();
         assert_eq!(d.len(), 20, "{d}");
         assert!(d.starts_with("20") && d.ends_with('Z'), "{d}");
     }
