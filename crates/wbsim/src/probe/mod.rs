@@ -579,7 +579,7 @@ pub fn record_job(
 mod tests {
     #[test]
     fn date_is_rfc3339() {
-        let d = Host::now();
+        let d = super::Host::now();
         assert_eq!(d.len(), 20, "{d}");
         assert!(d.starts_with("20") && d.ends_with('Z'), "{d}");
     }
