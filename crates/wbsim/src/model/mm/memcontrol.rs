@@ -43,6 +43,7 @@ use crate::model::mm::backing_dev::wb_memcg_offline;
 pub use crate::model::mm::memcontrol_defs::{
     MemCgroup, MemcgEvents, MemcgTable, PsiMem, ROOT_MEM_CGROUP_ID,
 };
+use crate::model::mm::page_writeback::WbDomain;
 use crate::model::mm::state::Mm;
 use crate::model::mm::vmscan::{try_to_free_mem_cgroup_pages, MAX_RECLAIM_RETRIES};
 use crate::model::mm::vmstat::PAGE_SIZE;
@@ -274,6 +275,65 @@ pub fn mem_cgroup_wb_stats(memcg: &MemCgroup) -> (u64, u64) {
         let s = *wb.stat.borrow();
         (d + s.reclaimable, w + s.writeback)
     })
+}
+
+/// What `mem_cgroup_wb_stats` reports of a memcg for its dirty domain,
+/// pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemcgWbStats {
+    /// File pages of the memcg (NR_ACTIVE_FILE + NR_INACTIVE_FILE): its
+    /// whole charge, as the model charges only page cache.
+    pub filepages: u64,
+    /// Room left under the lowest of min(memory.max, memory.high) minus
+    /// usage over the memcg and its ancestors below the root; u64::MAX
+    /// (PAGE_COUNTER_MAX) without limits.
+    pub headroom: u64,
+    /// NR_FILE_DIRTY of the memcg (the dirty pages of its cgwbs).
+    pub dirty: u64,
+    /// NR_WRITEBACK of the memcg (the writeback pages of its cgwbs).
+    pub writeback: u64,
+}
+
+/// `mem_cgroup_wb_stats` for the memcg of a cgroup wb (mm/memcontrol.c).
+/// Simplified: dirty and writeback are the counters of the memcg's cgwbs
+/// rather than per-memcg vmstat (the same pages: a page of the memcg is
+/// dirtied through one of its cgwbs).
+pub fn mem_cgroup_wb_stats_full(mm: &Mm, memcg: &Rc<MemCgroup>) -> MemcgWbStats {
+    let (dirty, writeback) = mem_cgroup_wb_stats(memcg);
+    let mut headroom = u64::MAX;
+    for m in memcg_and_ancestors(mm, memcg) {
+        // The root memcg (no parent) has no limit of its own here.
+        if m.parent.is_none() {
+            break;
+        }
+        let ceiling = match (m.memory_high, m.memory_max) {
+            (None, None) => u64::MAX,
+            (Some(a), Some(b)) => a.min(b) / PAGE_SIZE,
+            (Some(a), None) | (None, Some(a)) => a / PAGE_SIZE,
+        };
+        headroom = headroom.min(ceiling - ceiling.min(m.usage_pages()));
+    }
+    MemcgWbStats {
+        filepages: memcg.usage_pages(),
+        headroom,
+        dirty,
+        writeback,
+    }
+}
+
+/// `mem_cgroup_wb_domain(wb)`: the dirty domain of a cgroup wb's memcg, None
+/// for a wb of the root memcg (whose domain is the global one). `f` runs on
+/// the domain, created at `now`/`mm.hz()` on first use.
+pub fn with_mem_cgroup_wb_domain<R>(
+    mm: &Mm,
+    memcg_id: u64,
+    f: impl FnOnce(&Rc<MemCgroup>, &mut WbDomain) -> R,
+) -> Option<R> {
+    let memcg = mm.memcgs().get(memcg_id)?;
+    memcg.parent?;
+    let mut slot = memcg.cgwb_domain.borrow_mut();
+    let dom = slot.get_or_insert_with(|| WbDomain::with_hz(mm.now(), mm.hz()));
+    Some(f(&memcg, dom))
 }
 
 /// `cgroup_mkdir` with the memory controller enabled
