@@ -17,8 +17,10 @@
 use std::rc::Rc;
 
 use super::bandwidth::wb_update_bandwidth;
+use super::limits::{
+    __wb_calc_thresh, wb_over_bg_thresh_counts, GlobalDirtyCounts, WbCounts, WbShare,
+};
 use super::limits::{domain_dirty_limits_memcg, mdtc_calc_avail};
-use super::limits::{wb_over_bg_thresh_counts, GlobalDirtyCounts, WbCounts, WbShare};
 use super::pause::{
     account_task_dirtied, balance_dirty_pages, balance_dirty_pages_domains,
     balance_dirty_pages_ratelimited_gate, BdpAction, BdpFlags, BdpInput, MdtcInput, TaskDirtyState,
@@ -124,6 +126,29 @@ pub fn wb_over_bg_thresh(mm: &Mm, wb: &Rc<Wb>) -> bool {
         wb_over_bg_thresh_counts(m.dirty, m.thresholds, reclaimable, &share)
     })
     .unwrap_or(false)
+}
+
+/// `cgwb_calc_thresh`: a cgroup wb's share of its memcg domain's
+/// throttle threshold, pages (the kernel's debugfs `wb_thresh` of a cgwb is
+/// the smaller of this and its global share). None for a root-memcg wb.
+pub fn cgwb_calc_thresh(mm: &Mm, wb: &Rc<Wb>) -> Option<u64> {
+    let bdi = wb_bdi(mm, wb)?;
+    let global_dirty = {
+        let vm = mm.vm();
+        vm.nr_file_dirty + vm.nr_writeback
+    };
+    let m = memcg_domain_input(mm, wb, global_dirty, true)?;
+    with_mem_cgroup_wb_domain(mm, wb.memcg_id.get(), |_, mdom| {
+        let share = WbShare::new(
+            mdom,
+            wb.id,
+            &bdi.dirty_cfg,
+            bdi_min_ratio_sum(mm),
+            wb.bw.borrow().avg_write_bandwidth,
+            bdi.tot_write_bandwidth.get(),
+        );
+        __wb_calc_thresh(m.thresholds.thresh, m.dirty, &share)
+    })
 }
 
 fn apply_bw_delta(bdi: &Bdi, delta: i64) {
