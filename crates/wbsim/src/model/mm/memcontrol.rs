@@ -8,8 +8,8 @@
 //! references that keep it alive once offline (its cgwbs hold them, as the
 //! kernel's `wb->memcg_css` does), `memory.high` / `memory.max`, and the list
 //! of its cgroup wbs (`memcg->cgwb_list`). Its dirty domain (the memcg
-//! `wb_domain` of balance_dirty_pages, `mem_cgroup_wb_stats` +
-//! `mdtc_calc_avail`) is computed by [`mem_cgroup_wb_domain_avail`].
+//! `wb_domain` of balance_dirty_pages) is read through
+//! [`mem_cgroup_wb_stats_full`] and [`with_mem_cgroup_wb_domain`].
 //!
 //! Charging and limits (`try_charge_memcg`, [`mem_cgroup_try_charge`]): a
 //! page-cache folio added by a task is charged to the task's memcg (the
@@ -28,8 +28,9 @@
 //! ownership (per file instead), the per-CPU charge stock, memory.low/min,
 //! the foreign-dirty slots of `mem_cgroup_track_foreign_dirty_slowpath` (the
 //! per-inode foreign detection of fs/fs_writeback.rs is modelled instead),
-//! memory.pressure, and swap. balance_dirty_pages does not yet consult the
-//! memcg domain (it throttles on the global and per-wb ones).
+//! memory.pressure, and swap. balance_dirty_pages throttles a cgroup wb on
+//! its memcg's dirty domain too ([`mem_cgroup_wb_stats_full`],
+//! mm/page_writeback/).
 
 use std::rc::Rc;
 
@@ -245,29 +246,6 @@ pub async fn mem_cgroup_handle_over_high(
     slept
 }
 
-/// The memcg `wb_domain`'s available memory, pages (`mdtc_calc_avail` over
-/// `mem_cgroup_wb_stats`): the memcg's headroom under the lower of
-/// memory.high and memory.max plus its file pages, bounded by the global
-/// domain's `global_avail` pages. `file_pages` are the memcg's page-cache
-/// pages (here: the dirty and writeback pages of its cgwbs), `used_pages`
-/// its whole charge. None for a memcg without a limit: its domain is the
-/// global one.
-pub fn mem_cgroup_wb_domain_avail(
-    memcg: &MemCgroup,
-    file_pages: u64,
-    used_pages: u64,
-    global_avail: u64,
-) -> Option<u64> {
-    let limit = match (memcg.memory_high, memcg.memory_max) {
-        (None, None) => return None,
-        (Some(a), Some(b)) => a.min(b),
-        (Some(a), None) | (None, Some(a)) => a,
-    } / PAGE_SIZE;
-    let headroom = limit.saturating_sub(used_pages);
-    let clean = file_pages.min(used_pages);
-    Some((headroom + clean).min(global_avail))
-}
-
 /// Dirty and writeback pages of a memcg's cgwbs (`mem_cgroup_wb_stats`'s
 /// NR_FILE_DIRTY and NR_WRITEBACK, from the wbs' counters).
 pub fn mem_cgroup_wb_stats(memcg: &MemCgroup) -> (u64, u64) {
@@ -436,19 +414,5 @@ mod tests {
         assert!(t.get(b.id).is_none());
         t.css_offline(&a);
         assert_eq!(t.nearest_online(a.id).id, ROOT_MEM_CGROUP_ID);
-    }
-
-    #[test]
-    fn memcg_domain_is_bounded_by_its_limit() {
-        let t = MemcgTable::new();
-        let m = t.css_online(CgroupId(1), "m", None, Some(1 << 30), Some(2 << 30));
-        // 1 GiB high = 262144 pages; 100000 used of which 50000 file.
-        assert_eq!(
-            mem_cgroup_wb_domain_avail(&m, 50_000, 100_000, 10_000_000),
-            Some(262_144 - 100_000 + 50_000)
-        );
-        assert_eq!(mem_cgroup_wb_domain_avail(&m, 0, 0, 1000), Some(1000));
-        let free = t.css_online(CgroupId(2), "f", None, None, None);
-        assert_eq!(mem_cgroup_wb_domain_avail(&free, 0, 0, 1000), None);
     }
 }
