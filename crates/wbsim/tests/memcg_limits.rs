@@ -134,3 +134,56 @@ fn over_high_with_nothing_to_reclaim_sleeps_the_capped_penalty() {
     assert_eq!(memcg.events().penalty_sleeps, 1);
     assert!(memcg.psi(m.now()).some_ns >= 2 * SEC);
 }
+
+/// Writes `total` bytes in 1 MiB writes from a task of a memcg with
+/// memory.max `max`: (pauses taken, peak dirty+writeback pages of the
+/// memcg, peak of the machine's, the machine's freerun ceiling at the end).
+fn write_in_memcg(max: Option<u64>, total: u64) -> (usize, u64, u64, u64) {
+    use wbsim::model::fs::read_write::vfs_write;
+    use wbsim::model::mm::memcontrol::mem_cgroup_wb_stats;
+    use wbsim::model::mm::page_writeback::balance::TaskDirty;
+    let sim = Sim::new(1);
+    let (m, sb) = machine(&sim);
+    let cg = m.sched().add_cgroup("w", None).unwrap();
+    let memcg = mem_cgroup_css_online(m.mm(), cg, "w", None, max);
+    let f = create_file(&m, &sb);
+    let m2 = m.clone();
+    let h = m.sched().spawn("writer", cg, 0, async move {
+        let mut task = TaskDirty::default();
+        let (mut pos, mut peak_m, mut peak_g) = (0, 0, 0);
+        while pos < total {
+            vfs_write(&m2, &mut task, &f, pos, MIB, IoFlags::default())
+                .await
+                .unwrap();
+            let (d, w) = mem_cgroup_wb_stats(&memcg);
+            peak_m = peak_m.max(d + w);
+            let vm = m2.mm().vm();
+            peak_g = peak_g.max(vm.nr_file_dirty + vm.nr_writeback);
+            pos += MIB;
+        }
+        (peak_m, peak_g)
+    });
+    sim.run_until(60 * SEC).unwrap();
+    let (peak_m, peak_g) = h.result().expect("writer finished");
+    let ceiling = m.mm().global_thresholds().freerun_ceiling();
+    (m.mm().pauses().len(), peak_m, peak_g, ceiling)
+}
+
+#[test]
+fn memcg_dirty_domain_throttles_a_writer_at_memory_max() {
+    // 64 MiB memory.max (16384 pages): the memcg domain's threshold is 20%
+    // of ~16k pages, while the 4 GiB machine's freerun ceiling is ~150k.
+    let (pauses, peak_m, peak_g, ceiling) = write_in_memcg(Some(64 * MIB), 512 * MIB);
+    assert!(pauses > 0, "the memcg writer was never paused");
+    assert!(peak_g < ceiling / 4, "global {peak_g} vs ceiling {ceiling}");
+    // Held near the memcg's own limit (20% of 16384 = 3276 pages), far
+    // below memory.max.
+    assert!(peak_m < 16_384 / 2, "memcg dirty peaked at {peak_m} pages");
+
+    // No limit, plenty of clean cache: 512 MiB stays under the global
+    // freerun ceiling, no pause, as with the global domain only.
+    let (pauses, peak_m, peak_g, ceiling) = write_in_memcg(None, 512 * MIB);
+    assert_eq!(pauses, 0, "unlimited memcg writer paused");
+    assert!(peak_m > 16_384, "dirty {peak_m}: not left to grow");
+    assert!(peak_g < ceiling);
+}

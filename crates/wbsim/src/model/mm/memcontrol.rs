@@ -8,8 +8,8 @@
 //! references that keep it alive once offline (its cgwbs hold them, as the
 //! kernel's `wb->memcg_css` does), `memory.high` / `memory.max`, and the list
 //! of its cgroup wbs (`memcg->cgwb_list`). Its dirty domain (the memcg
-//! `wb_domain` of balance_dirty_pages, `mem_cgroup_wb_stats` +
-//! `mdtc_calc_avail`) is computed by [`mem_cgroup_wb_domain_avail`].
+//! `wb_domain` of balance_dirty_pages) is read through
+//! [`mem_cgroup_wb_stats_full`] and [`with_mem_cgroup_wb_domain`].
 //!
 //! Charging and limits (`try_charge_memcg`, [`mem_cgroup_try_charge`]): a
 //! page-cache folio added by a task is charged to the task's memcg (the
@@ -28,8 +28,9 @@
 //! ownership (per file instead), the per-CPU charge stock, memory.low/min,
 //! the foreign-dirty slots of `mem_cgroup_track_foreign_dirty_slowpath` (the
 //! per-inode foreign detection of fs/fs_writeback.rs is modelled instead),
-//! memory.pressure, and swap. balance_dirty_pages does not yet consult the
-//! memcg domain (it throttles on the global and per-wb ones).
+//! memory.pressure, and swap. balance_dirty_pages throttles a cgroup wb on
+//! its memcg's dirty domain too ([`mem_cgroup_wb_stats_full`],
+//! mm/page_writeback/).
 
 use std::rc::Rc;
 
@@ -43,6 +44,7 @@ use crate::model::mm::backing_dev::wb_memcg_offline;
 pub use crate::model::mm::memcontrol_defs::{
     MemCgroup, MemcgEvents, MemcgTable, PsiMem, ROOT_MEM_CGROUP_ID,
 };
+use crate::model::mm::page_writeback::WbDomain;
 use crate::model::mm::state::Mm;
 use crate::model::mm::vmscan::{try_to_free_mem_cgroup_pages, MAX_RECLAIM_RETRIES};
 use crate::model::mm::vmstat::PAGE_SIZE;
@@ -244,29 +246,6 @@ pub async fn mem_cgroup_handle_over_high(
     slept
 }
 
-/// The memcg `wb_domain`'s available memory, pages (`mdtc_calc_avail` over
-/// `mem_cgroup_wb_stats`): the memcg's headroom under the lower of
-/// memory.high and memory.max plus its file pages, bounded by the global
-/// domain's `global_avail` pages. `file_pages` are the memcg's page-cache
-/// pages (here: the dirty and writeback pages of its cgwbs), `used_pages`
-/// its whole charge. None for a memcg without a limit: its domain is the
-/// global one.
-pub fn mem_cgroup_wb_domain_avail(
-    memcg: &MemCgroup,
-    file_pages: u64,
-    used_pages: u64,
-    global_avail: u64,
-) -> Option<u64> {
-    let limit = match (memcg.memory_high, memcg.memory_max) {
-        (None, None) => return None,
-        (Some(a), Some(b)) => a.min(b),
-        (Some(a), None) | (None, Some(a)) => a,
-    } / PAGE_SIZE;
-    let headroom = limit.saturating_sub(used_pages);
-    let clean = file_pages.min(used_pages);
-    Some((headroom + clean).min(global_avail))
-}
-
 /// Dirty and writeback pages of a memcg's cgwbs (`mem_cgroup_wb_stats`'s
 /// NR_FILE_DIRTY and NR_WRITEBACK, from the wbs' counters).
 pub fn mem_cgroup_wb_stats(memcg: &MemCgroup) -> (u64, u64) {
@@ -274,6 +253,65 @@ pub fn mem_cgroup_wb_stats(memcg: &MemCgroup) -> (u64, u64) {
         let s = *wb.stat.borrow();
         (d + s.reclaimable, w + s.writeback)
     })
+}
+
+/// What `mem_cgroup_wb_stats` reports of a memcg for its dirty domain,
+/// pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemcgWbStats {
+    /// File pages of the memcg (NR_ACTIVE_FILE + NR_INACTIVE_FILE): its
+    /// whole charge, as the model charges only page cache.
+    pub filepages: u64,
+    /// Room left under the lowest of min(memory.max, memory.high) minus
+    /// usage over the memcg and its ancestors below the root; u64::MAX
+    /// (PAGE_COUNTER_MAX) without limits.
+    pub headroom: u64,
+    /// NR_FILE_DIRTY of the memcg (the dirty pages of its cgwbs).
+    pub dirty: u64,
+    /// NR_WRITEBACK of the memcg (the writeback pages of its cgwbs).
+    pub writeback: u64,
+}
+
+/// `mem_cgroup_wb_stats` for the memcg of a cgroup wb (mm/memcontrol.c).
+/// Simplified: dirty and writeback are the counters of the memcg's cgwbs
+/// rather than per-memcg vmstat (the same pages: a page of the memcg is
+/// dirtied through one of its cgwbs).
+pub fn mem_cgroup_wb_stats_full(mm: &Mm, memcg: &Rc<MemCgroup>) -> MemcgWbStats {
+    let (dirty, writeback) = mem_cgroup_wb_stats(memcg);
+    let mut headroom = u64::MAX;
+    for m in memcg_and_ancestors(mm, memcg) {
+        // The root memcg (no parent) has no limit of its own here.
+        if m.parent.is_none() {
+            break;
+        }
+        let ceiling = match (m.memory_high, m.memory_max) {
+            (None, None) => u64::MAX,
+            (Some(a), Some(b)) => a.min(b) / PAGE_SIZE,
+            (Some(a), None) | (None, Some(a)) => a / PAGE_SIZE,
+        };
+        headroom = headroom.min(ceiling - ceiling.min(m.usage_pages()));
+    }
+    MemcgWbStats {
+        filepages: memcg.usage_pages(),
+        headroom,
+        dirty,
+        writeback,
+    }
+}
+
+/// `mem_cgroup_wb_domain(wb)`: the dirty domain of a cgroup wb's memcg, None
+/// for a wb of the root memcg (whose domain is the global one). `f` runs on
+/// the domain, created at `now`/`mm.hz()` on first use.
+pub fn with_mem_cgroup_wb_domain<R>(
+    mm: &Mm,
+    memcg_id: u64,
+    f: impl FnOnce(&Rc<MemCgroup>, &mut WbDomain) -> R,
+) -> Option<R> {
+    let memcg = mm.memcgs().get(memcg_id)?;
+    memcg.parent?;
+    let mut slot = memcg.cgwb_domain.borrow_mut();
+    let dom = slot.get_or_insert_with(|| WbDomain::with_hz(mm.now(), mm.hz()));
+    Some(f(&memcg, dom))
 }
 
 /// `cgroup_mkdir` with the memory controller enabled
@@ -376,19 +414,5 @@ mod tests {
         assert!(t.get(b.id).is_none());
         t.css_offline(&a);
         assert_eq!(t.nearest_online(a.id).id, ROOT_MEM_CGROUP_ID);
-    }
-
-    #[test]
-    fn memcg_domain_is_bounded_by_its_limit() {
-        let t = MemcgTable::new();
-        let m = t.css_online(CgroupId(1), "m", None, Some(1 << 30), Some(2 << 30));
-        // 1 GiB high = 262144 pages; 100000 used of which 50000 file.
-        assert_eq!(
-            mem_cgroup_wb_domain_avail(&m, 50_000, 100_000, 10_000_000),
-            Some(262_144 - 100_000 + 50_000)
-        );
-        assert_eq!(mem_cgroup_wb_domain_avail(&m, 0, 0, 1000), Some(1000));
-        let free = t.css_online(CgroupId(2), "f", None, None, None);
-        assert_eq!(mem_cgroup_wb_domain_avail(&free, 0, 0, 1000), None);
     }
 }

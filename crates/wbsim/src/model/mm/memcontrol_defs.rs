@@ -12,6 +12,7 @@ use super::mmzone::LruFile;
 
 use crate::model::kernel::sched::CgroupId;
 use crate::model::mm::backing_dev_defs::Wb;
+use crate::model::mm::page_writeback::WbDomain;
 
 /// `mem_cgroup_id` of the root memcg. The kernel's root has id 1 (ids come
 /// from an IDR starting at 1); 0 means "no memcg" (`wb->memcg_css` of a root wb).
@@ -54,6 +55,10 @@ pub struct MemCgroup {
     /// The memcg's file LRU (`lruvec` of the memcg): its charged files by
     /// LRU key (last access, superblock, inode), oldest first.
     lru: RefCell<BTreeMap<LruKey, Weak<dyn LruFile>>>,
+    /// `memcg->cgwb_domain`: the memcg's dirty `wb_domain` (writeout
+    /// completions of its cgwbs, its smoothed dirty_limit); created at the
+    /// first use (`wb_domain_init` runs at css alloc in the kernel).
+    pub(crate) cgwb_domain: RefCell<Option<WbDomain>>,
 }
 
 /// memory.events and memcg reclaim counters (`memcg_memory_event`,
@@ -119,6 +124,7 @@ impl MemCgroup {
             psi: Cell::new(PsiMem::default()),
             tasks: RefCell::new(BTreeSet::new()),
             lru: RefCell::new(BTreeMap::new()),
+            cgwb_domain: RefCell::new(None),
         })
     }
 

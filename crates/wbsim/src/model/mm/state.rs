@@ -157,9 +157,14 @@ impl Mm {
     /// The global thresholds now (`domain_dirty_limits` on
     /// `global_dirtyable_memory`).
     pub fn global_thresholds(&self) -> DirtyThresholds {
+        domain_dirty_limits(self.global_dirtyable(), &self.dirty.borrow())
+    }
+
+    /// The global domain's available memory (`gdtc->avail`,
+    /// `global_dirtyable_memory`), pages.
+    pub fn global_dirtyable(&self) -> u64 {
         let vm = self.vm.borrow();
-        let avail = global_dirtyable_memory(vm.free_pages(), 0, vm.nr_file_pages, 0);
-        domain_dirty_limits(avail, &self.dirty.borrow())
+        global_dirtyable_memory(vm.free_pages(), 0, vm.nr_file_pages, 0)
     }
 
     /// The global `wb_domain` (read).

@@ -11,20 +11,25 @@
 //! WB_WRITTEN.
 //!
 //! Simplified: a task's CPU (for the per-CPU `bdp_ratelimits`) is fixed by
-//! its slot, with no migration; no memcg domain yet.
+//! its slot, with no migration. The memcg domain of a cgroup wb is evaluated
+//! with the global one ([`super::pause::balance_dirty_pages_domains`]).
 
 use std::rc::Rc;
 
 use super::bandwidth::wb_update_bandwidth;
-use super::limits::{wb_over_bg_thresh_counts, GlobalDirtyCounts, WbCounts, WbShare};
+use super::limits::{
+    __wb_calc_thresh, wb_over_bg_thresh_counts, GlobalDirtyCounts, WbCounts, WbShare,
+};
+use super::limits::{domain_dirty_limits_memcg, mdtc_calc_avail};
 use super::pause::{
-    account_task_dirtied, balance_dirty_pages, balance_dirty_pages_ratelimited_gate, BdpAction,
-    BdpFlags, BdpInput, TaskDirtyState,
+    account_task_dirtied, balance_dirty_pages, balance_dirty_pages_domains,
+    balance_dirty_pages_ratelimited_gate, BdpAction, BdpFlags, BdpInput, MdtcInput, TaskDirtyState,
 };
 use crate::model::errno::IoError;
 use crate::model::kernel::stats::ViolationObjects;
 use crate::model::mm::backing_dev::{wb_start_background_writeback, wb_wakeup, Bdi, Wb};
 use crate::model::mm::filemap::Delta;
+use crate::model::mm::memcontrol::{mem_cgroup_wb_stats_full, with_mem_cgroup_wb_domain};
 use crate::model::mm::state::Mm;
 
 /// A task's dirty-throttling state (the fields of `task_struct`).
@@ -58,24 +63,92 @@ fn wb_counts(wb: &Wb) -> WbCounts {
     }
 }
 
+/// The memcg domain of `wb` (`domain_dirty_avail` + `mdtc_calc_avail` over
+/// `mem_cgroup_wb_stats`, then `domain_dirty_limits` on it), given the
+/// global domain's dirty count `global_dirty` (with or without writeback
+/// pages, as `include_writeback`). None for a wb of the root memcg.
+fn memcg_domain_input(
+    mm: &Mm,
+    wb: &Wb,
+    global_dirty: u64,
+    include_writeback: bool,
+) -> Option<MdtcInput> {
+    let memcg = mm.memcgs().get(wb.memcg_id.get())?;
+    memcg.parent?;
+    let st = mem_cgroup_wb_stats_full(mm, &memcg);
+    let dirty = st.dirty + if include_writeback { st.writeback } else { 0 };
+    let gavail = mm.global_dirtyable();
+    let avail = mdtc_calc_avail(st.filepages, st.headroom, dirty, gavail, global_dirty);
+    let thresholds = domain_dirty_limits_memcg(avail, gavail, &mm.dirty_params(), None);
+    Some(MdtcInput { dirty, thresholds })
+}
+
 /// `wb_over_bg_thresh`: should background writeback keep going on `wb`?
+/// The global domain first, then (for a cgroup wb) the memcg's: its dirty
+/// pages over its bg_thresh, or the wb's over its share of it.
 pub fn wb_over_bg_thresh(mm: &Mm, wb: &Rc<Wb>) -> bool {
     let Some(bdi) = wb_bdi(mm, wb) else {
         return false;
     };
     let th = mm.global_thresholds();
     let nr_dirty = mm.vm().nr_file_dirty;
-    let mut dom = mm.global_domain_mut();
-    dom.age_if_due(mm.now());
-    let share = WbShare::new(
-        &mut dom,
-        wb.id,
-        &bdi.dirty_cfg,
-        bdi_min_ratio_sum(mm),
-        wb.bw.borrow().avg_write_bandwidth,
-        bdi.tot_write_bandwidth.get(),
-    );
-    wb_over_bg_thresh_counts(nr_dirty, th, wb.stat.borrow().reclaimable, &share)
+    let reclaimable = wb.stat.borrow().reclaimable;
+    let over = {
+        let mut dom = mm.global_domain_mut();
+        dom.age_if_due(mm.now());
+        let share = WbShare::new(
+            &mut dom,
+            wb.id,
+            &bdi.dirty_cfg,
+            bdi_min_ratio_sum(mm),
+            wb.bw.borrow().avg_write_bandwidth,
+            bdi.tot_write_bandwidth.get(),
+        );
+        wb_over_bg_thresh_counts(nr_dirty, th, reclaimable, &share)
+    };
+    if over {
+        return true;
+    }
+    let Some(m) = memcg_domain_input(mm, wb, nr_dirty, false) else {
+        return false;
+    };
+    let now = mm.now();
+    with_mem_cgroup_wb_domain(mm, wb.memcg_id.get(), |_, mdom| {
+        mdom.age_if_due(now);
+        let share = WbShare::new(
+            mdom,
+            wb.id,
+            &bdi.dirty_cfg,
+            bdi_min_ratio_sum(mm),
+            wb.bw.borrow().avg_write_bandwidth,
+            bdi.tot_write_bandwidth.get(),
+        );
+        wb_over_bg_thresh_counts(m.dirty, m.thresholds, reclaimable, &share)
+    })
+    .unwrap_or(false)
+}
+
+/// `cgwb_calc_thresh`: a cgroup wb's share of its memcg domain's
+/// throttle threshold, pages (the kernel's debugfs `wb_thresh` of a cgwb is
+/// the smaller of this and its global share). None for a root-memcg wb.
+pub fn cgwb_calc_thresh(mm: &Mm, wb: &Rc<Wb>) -> Option<u64> {
+    let bdi = wb_bdi(mm, wb)?;
+    let global_dirty = {
+        let vm = mm.vm();
+        vm.nr_file_dirty + vm.nr_writeback
+    };
+    let m = memcg_domain_input(mm, wb, global_dirty, true)?;
+    with_mem_cgroup_wb_domain(mm, wb.memcg_id.get(), |_, mdom| {
+        let share = WbShare::new(
+            mdom,
+            wb.id,
+            &bdi.dirty_cfg,
+            bdi_min_ratio_sum(mm),
+            wb.bw.borrow().avg_write_bandwidth,
+            bdi.tot_write_bandwidth.get(),
+        );
+        __wb_calc_thresh(m.thresholds.thresh, m.dirty, &share)
+    })
 }
 
 fn apply_bw_delta(bdi: &Bdi, delta: i64) {
@@ -179,11 +252,22 @@ pub async fn balance_dirty_pages_ratelimited(
             local_throttle: false,
             nr_cpu_ids: mm.kernel().cpus() as u64,
             hz: mm.hz(),
+            mdtc: memcg_domain_input(mm, wb, global.nr_file_dirty + global.nr_writeback, true),
         };
         let step = {
             let mut dom = mm.global_domain_mut();
             dom.age_if_due(now);
-            balance_dirty_pages(&inp, &mut task.st, &mut dom, &mut wb.bw.borrow_mut())
+            let mut bw = wb.bw.borrow_mut();
+            let memcg_step = inp.mdtc.and_then(|_| {
+                with_mem_cgroup_wb_domain(mm, wb.memcg_id.get(), |_, mdom| {
+                    mdom.age_if_due(now);
+                    balance_dirty_pages_domains(&inp, &mut task.st, &mut dom, Some(mdom), &mut bw)
+                })
+            });
+            match memcg_step {
+                Some(step) => step,
+                None => balance_dirty_pages(&inp, &mut task.st, &mut dom, &mut bw),
+            }
         };
         if let Some(bw) = &step.bandwidth {
             apply_bw_delta(&bdi, bw.tot_write_bandwidth_delta);
@@ -279,6 +363,10 @@ pub fn account_delta(mm: &Mm, wb: Option<&Rc<Wb>>, d: &Delta) {
         if let Some(wb) = wb {
             mm.global_domain_mut()
                 .writeout_inc(wb.id, d.written, mm.now());
+            // __wb_writeout_add: the memcg domain of a cgroup wb counts it too.
+            with_mem_cgroup_wb_domain(mm, wb.memcg_id.get(), |_, mdom| {
+                mdom.writeout_inc(wb.id, d.written, mm.now())
+            });
         }
     }
 }

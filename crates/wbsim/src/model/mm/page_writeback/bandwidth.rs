@@ -224,6 +224,10 @@ pub struct RatelimitUpdate<'a> {
     pub dom: &'a mut WbDomain,
     /// BDI_CAP_STRICTLIMIT.
     pub strictlimit: bool,
+    /// The evaluated memcg control and its domain, for a cgroup wb: its
+    /// dirty_limit and then the wb's dirty_ratelimit are updated again
+    /// after the global ones.
+    pub mdtc: Option<(&'a DirtyThrottleControl, &'a mut WbDomain)>,
 }
 
 /// `__wb_update_bandwidth()`: at `now_ns` with the wb's WB_DIRTIED and
@@ -257,6 +261,18 @@ pub fn __wb_update_bandwidth(
             elapsed,
             hz,
         ));
+        if let Some((mdtc, mdom)) = r.mdtc {
+            mdom.domain_update_dirty_limit(mdtc.thresh, mdtc.dirty, now_ns);
+            wb_update_dirty_ratelimit(
+                mdtc,
+                bw,
+                mdom.dirty_limit,
+                r.strictlimit,
+                dirtied,
+                elapsed,
+                hz,
+            );
+        }
     }
     let delta = wb_update_write_bandwidth(bw, elapsed, written, has_dirty_io, hz);
     bw.dirtied_stamp = dirtied;

@@ -409,13 +409,74 @@ pub fn domain_dirty_limits_task(
     // Ratios in 1/PAGE_SIZE units, as the kernel converts them for precision.
     let ratio = params.dirty_ratio * PAGE_SIZE / 100;
     let bg_ratio = params.dirty_background_ratio * PAGE_SIZE / 100;
-    let mut thresh = if params.dirty_bytes != 0 {
-        div_round_up(params.dirty_bytes, PAGE_SIZE)
+    dirty_limits_from(
+        available_memory,
+        (ratio, params.dirty_bytes),
+        (bg_ratio, params.dirty_background_bytes),
+        rt_boost,
+    )
+}
+
+/// `domain_dirty_limits()` for a memcg domain (`mdtc`): the byte settings
+/// become ratios of the global domain's available memory `global_avail`
+/// (pages), in 1/PAGE_SIZE units, at most PAGE_SIZE (100%), and are then
+/// applied to the memcg's `available_memory` like the ratios.
+pub fn domain_dirty_limits_memcg(
+    available_memory: u64,
+    global_avail: u64,
+    params: &VmDirtyParams,
+    rt_boost: Option<u64>,
+) -> DirtyThresholds {
+    let as_ratio = |bytes: u64, pct: u64| {
+        if bytes != 0 {
+            div_round_up(bytes, global_avail.max(1)).min(PAGE_SIZE)
+        } else {
+            pct * PAGE_SIZE / 100
+        }
+    };
+    dirty_limits_from(
+        available_memory,
+        (as_ratio(params.dirty_bytes, params.dirty_ratio), 0),
+        (
+            as_ratio(params.dirty_background_bytes, params.dirty_background_ratio),
+            0,
+        ),
+        rt_boost,
+    )
+}
+
+/// `mdtc_calc_avail()`: a memcg domain's available memory, pages: its file
+/// pages plus what it could still grow into, the smaller of its `headroom`
+/// under its limits and the clean page cache of the rest of the machine
+/// (global available minus global dirty minus the memcg's own clean pages).
+pub fn mdtc_calc_avail(
+    filepages: u64,
+    headroom: u64,
+    memcg_dirty: u64,
+    global_avail: u64,
+    global_dirty: u64,
+) -> u64 {
+    let clean = filepages - filepages.min(memcg_dirty);
+    let global_clean = global_avail - global_avail.min(global_dirty);
+    let other_clean = global_clean - global_clean.min(clean);
+    filepages.saturating_add(headroom.min(other_clean))
+}
+
+/// The thresholds of `domain_dirty_limits()` from (ratio in 1/PAGE_SIZE
+/// units, bytes) pairs for thresh and bg_thresh (bytes win when not 0).
+fn dirty_limits_from(
+    available_memory: u64,
+    (ratio, bytes): (u64, u64),
+    (bg_ratio, bg_bytes): (u64, u64),
+    rt_boost: Option<u64>,
+) -> DirtyThresholds {
+    let mut thresh = if bytes != 0 {
+        div_round_up(bytes, PAGE_SIZE)
     } else {
         mul_div(ratio, available_memory, PAGE_SIZE)
     };
-    let mut bg_thresh = if params.dirty_background_bytes != 0 {
-        div_round_up(params.dirty_background_bytes, PAGE_SIZE)
+    let mut bg_thresh = if bg_bytes != 0 {
+        div_round_up(bg_bytes, PAGE_SIZE)
     } else {
         mul_div(bg_ratio, available_memory, PAGE_SIZE)
     };

@@ -39,8 +39,19 @@
 //!   units (KB/s for rates, ms for times).
 //!
 //! Simplified or left out:
-//! - No memcg domain (`mdtc`): only the global `wb_domain`. The memcg domain is
-//!   the same arithmetic on memcg counts; the lead adds it with the memcg model.
+//! - The memcg domain (`mdtc`) of a cgroup wb (a wb of a non-root memcg):
+//!   `mem_cgroup_wb_stats` (mm/memcontrol.rs), `mdtc_calc_avail()`,
+//!   `domain_dirty_limits()` on it (bytes settings as ratios of the global
+//!   available memory), a `wb_domain` per memcg (its completions and
+//!   dirty_limit), `balance_domain_limits()` / `balance_wb_limits()` of both
+//!   domains with the smaller pos_ratio (`sdtc`) pacing the task,
+//!   `__wb_update_bandwidth(gdtc, mdtc)`, `wb_over_bg_thresh()` with the
+//!   memcg domain, `cgwb_calc_thresh()`. Simplified: the memcg's dirty and
+//!   writeback counts are its cgwbs' counters (not per-memcg vmstat), its
+//!   file pages its whole charge (no anonymous memory is modelled), its
+//!   `wb_domain` is created at first use rather than at css alloc, and the
+//!   `bdi_dirty_ratelimit` trace shows the global update only; the kernel
+//!   emits a second one for the memcg update.
 //! - Counters are exact, so `wb_stat()` and `wb_stat_sum()` agree; the per-CPU
 //!   counter error (`wb_stat_error()`) only matters for the loop exit after a
 //!   zero-rate pause, where it is kept.

@@ -353,6 +353,19 @@ pub struct BdpInput<'a> {
     pub nr_cpu_ids: u64,
     /// Tick rate.
     pub hz: Hz,
+    /// The memcg domain of a cgroup wb (`mdtc`), None on a wb of the root
+    /// memcg.
+    pub mdtc: Option<MdtcInput>,
+}
+
+/// What one iteration reads of the memcg domain (`mdtc` after
+/// `domain_dirty_avail()` and `domain_dirty_limits()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MdtcInput {
+    /// The memcg's NR_FILE_DIRTY + NR_WRITEBACK, pages.
+    pub dirty: u64,
+    /// The memcg domain's thresholds (`domain_dirty_limits_memcg`).
+    pub thresholds: DirtyThresholds,
 }
 
 /// A pause the kernel would sleep.
@@ -428,8 +441,11 @@ pub struct BdpStep {
     /// only; freerun leaves the old value, as the kernel does). It makes the
     /// gate check every 8 pages.
     pub set_dirty_exceeded: Option<bool>,
-    /// The evaluated control (thresholds, wb share, pos_ratio).
+    /// The evaluated control that set the pace (`sdtc`: the global one, or
+    /// the memcg one when its pos_ratio is smaller).
     pub dtc: DirtyThrottleControl,
+    /// The evaluated memcg control, if the wb has a memcg domain.
+    pub mdtc: Option<DirtyThrottleControl>,
 }
 
 /// One iteration of the `balance_dirty_pages()` loop for the task `task`
@@ -439,6 +455,73 @@ pub fn balance_dirty_pages(
     inp: &BdpInput<'_>,
     task: &mut TaskDirtyState,
     dom: &mut WbDomain,
+    bw: &mut WbBandwidth,
+) -> BdpStep {
+    balance_dirty_pages_domains(inp, task, dom, None, bw)
+}
+
+/// `domain_dirty_freerun()`: sets `dtc.freerun` from the domain's counts (or
+/// the wb's, with strictlimit, after `wb_dirty_limits()`).
+fn domain_dirty_freerun(
+    dtc: &mut DirtyThrottleControl,
+    share: &WbShare,
+    wb: &WbCounts,
+    strict: bool,
+) {
+    let (dirty, thresh, bg_thresh) = if strict {
+        wb_dirty_limits(dtc, share, wb);
+        (dtc.wb_dirty, dtc.wb_thresh, dtc.wb_bg_thresh)
+    } else {
+        (dtc.dirty, dtc.thresh, dtc.bg_thresh)
+    };
+    dtc.freerun = dirty <= dirty_freerun_ceiling(thresh, bg_thresh);
+}
+
+/// `domain_poll_intv()`.
+fn domain_poll_intv(dtc: &DirtyThrottleControl, strict: bool) -> u64 {
+    if strict {
+        dirty_poll_interval(dtc.wb_dirty, dtc.wb_thresh)
+    } else {
+        dirty_poll_interval(dtc.dirty, dtc.thresh)
+    }
+}
+
+/// `balance_wb_limits()`: `wb_dirty_freerun()` (the wb share, and the
+/// PF_LOCAL_THROTTLE freerun), then `wb_dirty_exceeded()` and
+/// `wb_position_ratio()` against the domain's `dirty_limit`.
+fn balance_wb_limits(
+    dtc: &mut DirtyThrottleControl,
+    share: &WbShare,
+    inp: &BdpInput<'_>,
+    dom_dirty_limit: u64,
+    write_bw: u64,
+) {
+    let strict = inp.bdi.strictlimit;
+    dtc.freerun = false;
+    if !strict {
+        wb_dirty_limits(dtc, share, &inp.wb);
+        if inp.local_throttle
+            && dtc.wb_dirty < dirty_freerun_ceiling(dtc.wb_thresh, dtc.wb_bg_thresh)
+        {
+            dtc.freerun = true;
+            return;
+        }
+    }
+    dtc.dirty_exceeded = dtc.wb_dirty > dtc.wb_thresh && (dtc.dirty > dtc.thresh || strict);
+    wb_position_ratio(dtc, dom_dirty_limit, write_bw, strict);
+}
+
+/// [`balance_dirty_pages`] with the memcg domain `mdom` of a cgroup wb
+/// (`inp.mdtc` must then be Some): both domains are evaluated; the task is
+/// free-running only when both are; otherwise the domain with the smaller
+/// pos_ratio (`sdtc`) sets the task's rate, the pause bounds and the trace;
+/// the wb's dirty_exceeded is either domain's; the rate-limit update runs on
+/// both (the global one first), as `__wb_update_bandwidth(gdtc, mdtc)`.
+pub fn balance_dirty_pages_domains(
+    inp: &BdpInput<'_>,
+    task: &mut TaskDirtyState,
+    dom: &mut WbDomain,
+    mut mdom: Option<&mut WbDomain>,
     bw: &mut WbBandwidth,
 ) -> BdpStep {
     let hz = inp.hz;
@@ -455,26 +538,38 @@ pub fn balance_dirty_pages(
         bw.avg_write_bandwidth,
         inp.tot_write_bandwidth,
     );
-
-    // domain_dirty_freerun()
-    let (dirty, thresh, bg_thresh) = if strictlimit {
-        wb_dirty_limits(&mut gdtc, &share, &inp.wb);
-        (gdtc.wb_dirty, gdtc.wb_thresh, gdtc.wb_bg_thresh)
-    } else {
-        (gdtc.dirty, gdtc.thresh, gdtc.bg_thresh)
+    let mut m = match (inp.mdtc, mdom.as_deref_mut()) {
+        (Some(mi), Some(md)) => {
+            let mshare = WbShare::new(
+                md,
+                inp.wb_id,
+                &inp.bdi,
+                inp.bdi_min_ratio_sum,
+                bw.avg_write_bandwidth,
+                inp.tot_write_bandwidth,
+            );
+            Some((DirtyThrottleControl::new(mi.dirty, mi.thresholds), mshare))
+        }
+        _ => None,
     };
-    gdtc.freerun = dirty <= dirty_freerun_ceiling(thresh, bg_thresh);
+
+    // balance_domain_limits() of both domains: domain_dirty_freerun().
+    domain_dirty_freerun(&mut gdtc, &share, &inp.wb, strictlimit);
+    if let Some((mdtc, mshare)) = m.as_mut() {
+        domain_dirty_freerun(mdtc, mshare, &inp.wb, strictlimit);
+    }
 
     // Background writeback at bg_thresh (not laptop mode).
     let mut start_background = nr_dirty > gdtc.bg_thresh && !inp.writeback_in_progress;
 
-    let freerun = |task: &mut TaskDirtyState, gdtc: DirtyThrottleControl, start_background| {
-        // domain_poll_intv()
-        let intv = if strictlimit {
-            dirty_poll_interval(gdtc.wb_dirty, gdtc.wb_thresh)
-        } else {
-            dirty_poll_interval(gdtc.dirty, gdtc.thresh)
-        };
+    let freerun = |task: &mut TaskDirtyState,
+                   gdtc: DirtyThrottleControl,
+                   mdtc: Option<DirtyThrottleControl>,
+                   start_background| {
+        let mut intv = domain_poll_intv(&gdtc, strictlimit);
+        if let Some(mdtc) = &mdtc {
+            intv = intv.min(domain_poll_intv(mdtc, strictlimit));
+        }
         task.dirty_paused_when_ns = hz.jiffies_to_ns(now);
         task.nr_dirtied = 0;
         task.nr_dirtied_pause = intv;
@@ -487,11 +582,12 @@ pub fn balance_dirty_pages(
             bandwidth: None,
             set_dirty_exceeded: None,
             dtc: gdtc,
+            mdtc,
         }
     };
 
-    if gdtc.freerun {
-        return freerun(task, gdtc, start_background);
+    if gdtc.freerun && m.as_ref().is_none_or(|(mdtc, _)| mdtc.freerun) {
+        return freerun(task, gdtc, m.map(|(d, _)| d), start_background);
     }
 
     // Throttling: start writeback even in laptop mode.
@@ -499,25 +595,30 @@ pub fn balance_dirty_pages(
         start_background = true;
     }
 
-    // balance_wb_limits(): wb_dirty_freerun(), wb_dirty_exceeded(),
-    // wb_position_ratio().
-    if !strictlimit {
-        wb_dirty_limits(&mut gdtc, &share, &inp.wb);
-        if inp.local_throttle
-            && gdtc.wb_dirty < dirty_freerun_ceiling(gdtc.wb_thresh, gdtc.wb_bg_thresh)
-        {
-            gdtc.freerun = true;
-            return freerun(task, gdtc, start_background);
-        }
-    }
-    gdtc.dirty_exceeded =
-        gdtc.wb_dirty > gdtc.wb_thresh && (gdtc.dirty > gdtc.thresh || strictlimit);
-    wb_position_ratio(
+    balance_wb_limits(
         &mut gdtc,
+        &share,
+        inp,
         dom.dirty_limit,
         bw.avg_write_bandwidth,
-        strictlimit,
     );
+    if gdtc.freerun {
+        return freerun(task, gdtc, m.map(|(d, _)| d), start_background);
+    }
+    let mut use_mdtc = false;
+    if let (Some((mdtc, mshare)), Some(md)) = (m.as_mut(), mdom.as_deref()) {
+        balance_wb_limits(mdtc, mshare, inp, md.dirty_limit, bw.avg_write_bandwidth);
+        if mdtc.freerun {
+            return freerun(task, gdtc, m.map(|(d, _)| d), start_background);
+        }
+        use_mdtc = mdtc.pos_ratio < gdtc.pos_ratio;
+    }
+    let mdtc = m.map(|(d, _)| d);
+    let dirty_exceeded = gdtc.dirty_exceeded || mdtc.is_some_and(|d| d.dirty_exceeded);
+    let (sdtc, sdom_limit) = match (use_mdtc, mdtc, mdom.as_deref()) {
+        (true, Some(d), Some(md)) => (d, md.dirty_limit),
+        _ => (gdtc, dom.dirty_limit),
+    };
 
     let mut bandwidth = None;
     if bw.update_due(inp.now_ns, hz) {
@@ -532,14 +633,15 @@ pub fn balance_dirty_pages(
                 dtc: &gdtc,
                 dom,
                 strictlimit,
+                mdtc: mdtc.as_ref().zip(mdom),
             }),
         ));
     }
 
     let dirty_ratelimit = bw.dirty_ratelimit;
     let task_ratelimit =
-        ((dirty_ratelimit as u128 * gdtc.pos_ratio as u128) >> RATELIMIT_CALC_SHIFT) as u64;
-    let max_pause = wb_max_pause(bw.avg_write_bandwidth, gdtc.wb_dirty, hz);
+        ((dirty_ratelimit as u128 * sdtc.pos_ratio as u128) >> RATELIMIT_CALC_SHIFT) as u64;
+    let max_pause = wb_max_pause(bw.avg_write_bandwidth, sdtc.wb_dirty, hz);
     let (min_pause, nr_dirtied_pause) = wb_min_pause(
         bw.avg_write_bandwidth,
         dirty_ratelimit,
@@ -554,14 +656,14 @@ pub fn balance_dirty_pages(
     } else {
         hz.to_ms(now as i64 - paused_when)
     };
-    let setpoint = gdtc.setpoint(dom.dirty_limit);
+    let setpoint = sdtc.setpoint(sdom_limit);
     let make_trace = |task: &TaskDirtyState, period: i64, pause: i64| BalanceDirtyPagesTrace {
         bdi: inp.bdi_name.to_string(),
-        limit: gdtc.limit,
+        limit: sdtc.limit,
         setpoint,
-        dirty: gdtc.dirty,
-        wb_setpoint: mul_div(setpoint, gdtc.wb_thresh, gdtc.thresh + 1),
-        wb_dirty: gdtc.wb_dirty,
+        dirty: sdtc.dirty,
+        wb_setpoint: mul_div(setpoint, sdtc.wb_thresh, sdtc.thresh + 1),
+        wb_dirty: sdtc.wb_dirty,
         dirty_ratelimit: kbps(dirty_ratelimit),
         task_ratelimit: kbps(task_ratelimit),
         dirtied: inp.pages_dirtied,
@@ -598,14 +700,15 @@ pub fn balance_dirty_pages(
                     pause_ns: pause * tick as i64,
                     period_ns: period as u64 * tick,
                     task_ratelimit,
-                    pos_ratio: gdtc.pos_ratio,
-                    dirty_exceeded: gdtc.dirty_exceeded,
+                    pos_ratio: sdtc.pos_ratio,
+                    dirty_exceeded,
                 },
                 start_background,
                 trace: Some(trace),
                 bandwidth,
-                set_dirty_exceeded: Some(gdtc.dirty_exceeded),
-                dtc: gdtc,
+                set_dirty_exceeded: Some(dirty_exceeded),
+                dtc: sdtc,
+                mdtc,
             };
         }
         if pause > max_pause as i64 {
@@ -622,11 +725,11 @@ pub fn balance_dirty_pages(
         pause_ns: pause as u64 * tick,
         period_ns: period as u64 * tick,
         task_ratelimit,
-        pos_ratio: gdtc.pos_ratio,
-        dirty_exceeded: gdtc.dirty_exceeded,
+        pos_ratio: sdtc.pos_ratio,
+        dirty_exceeded,
         dirty_paused_when_ns: (now_adj + pause) as u64 * tick,
         nr_dirtied_pause,
-        stop_after: task_ratelimit != 0 || gdtc.wb_dirty <= wb_stat_error(inp.nr_cpu_ids),
+        stop_after: task_ratelimit != 0 || sdtc.wb_dirty <= wb_stat_error(inp.nr_cpu_ids),
     };
     let action = if inp.flags.bdp_async {
         BdpAction::WouldBlock(p)
@@ -638,7 +741,8 @@ pub fn balance_dirty_pages(
         start_background,
         trace: Some(trace),
         bandwidth,
-        set_dirty_exceeded: Some(gdtc.dirty_exceeded),
-        dtc: gdtc,
+        set_dirty_exceeded: Some(dirty_exceeded),
+        dtc: sdtc,
+        mdtc,
     }
 }

@@ -408,6 +408,7 @@ fn bdp_input<'a>(now_ns: u64, dirty: u64, writeback: u64, pages_dirtied: u64) ->
         local_throttle: false,
         nr_cpu_ids: 8,
         hz: HZ1000,
+        mdtc: None,
     }
 }
 
@@ -652,6 +653,7 @@ impl World {
             local_throttle: false,
             nr_cpu_ids: 4,
             hz: HZ1000,
+            mdtc: None,
         }
     }
 
@@ -875,4 +877,126 @@ fn closed_loop_strictlimit_keeps_wb_near_its_setpoint() {
     assert!(mean.abs_diff(wb_setpoint) < wb_setpoint / 10, "mean {mean}");
     // Global dirty stays far below the global freerun ceiling.
     assert!(max < w.th.bg_thresh / 10);
+}
+
+/// A memcg domain for wb 1 (which did all of the memcg's recent writeout)
+/// with `filepages` pages charged, `headroom` pages left under its limit and
+/// `dirty` of its pages dirty or under writeback, on a machine with AVAIL_24G
+/// dirtyable pages of which `global_dirty` are dirty or under writeback.
+fn memcg_domain(
+    filepages: u64,
+    headroom: u64,
+    dirty: u64,
+    global_dirty: u64,
+) -> (MdtcInput, WbDomain) {
+    let avail = mdtc_calc_avail(filepages, headroom, dirty, AVAIL_24G, global_dirty);
+    let thresholds = domain_dirty_limits_memcg(avail, AVAIL_24G, &VmDirtyParams::default(), None);
+    let mut mdom = WbDomain::new(0);
+    // A settled domain: its dirty_limit followed thresh up.
+    mdom.dirty_limit = thresholds.thresh;
+    mdom.writeout_inc(1, 100_000, 0);
+    (MdtcInput { dirty, thresholds }, mdom)
+}
+
+#[test]
+fn mdtc_avail_is_filepages_plus_bounded_headroom() {
+    // 60000 file pages, 5536 pages to memory.max, plenty of clean cache.
+    assert_eq!(
+        mdtc_calc_avail(60_000, 5_536, 9_000, AVAIL_24G, 9_000),
+        65_536
+    );
+    // No limit: the memcg's pages plus the other memcgs' clean pages.
+    assert_eq!(
+        mdtc_calc_avail(60_000, u64::MAX, 9_000, AVAIL_24G, 9_000),
+        AVAIL_24G
+    );
+    // Little clean cache elsewhere bounds even a memcg with headroom.
+    assert_eq!(mdtc_calc_avail(100, 1_000_000, 100, 5_000, 4_000), 1_100);
+}
+
+#[test]
+fn memcg_bytes_settings_become_ratios_of_the_global_domain() {
+    let mut p = VmDirtyParams::default();
+    p.set_dirty_bytes(AVAIL_24G / 10 * PAGE_SIZE).unwrap();
+    // dirty_bytes is 10% of the global domain: 10% of the memcg's 65536.
+    let t = domain_dirty_limits_memcg(65_536, AVAIL_24G, &p, None);
+    assert!((6_500..=6_600).contains(&t.thresh), "{t:?}");
+    // Without bytes settings: the plain ratios (20% / 10%).
+    let t = domain_dirty_limits_memcg(65_536, AVAIL_24G, &VmDirtyParams::default(), None);
+    assert_eq!(t, domain_dirty_limits(65_536, &VmDirtyParams::default()));
+}
+
+#[test]
+fn bdp_memcg_with_small_max_throttles_at_its_own_limit() {
+    let now = 5_000 * MS;
+    let (mut dom, mut bw) = setup(now);
+    // 256 MiB memory.max (65536 pages), 60000 charged, 12000 dirty: over
+    // the memcg's freerun ceiling (~9830) while the machine's 12000 dirty
+    // pages are ~1% of its 1.26M-page threshold.
+    let (m, mut mdom) = memcg_domain(60_000, 5_536, 12_000, 12_000);
+    assert!(m.thresholds.thresh < 14_000, "{:?}", m.thresholds);
+    let mut inp = bdp_input(now, 12_000, 0, 32);
+    let mut task = TaskDirtyState {
+        nr_dirtied: 32,
+        ..Default::default()
+    };
+    let global_only = balance_dirty_pages(&inp, &mut task.clone(), &mut dom, &mut bw.clone());
+    assert!(matches!(global_only.action, BdpAction::Freerun { .. }));
+
+    inp.mdtc = Some(m);
+    let step = balance_dirty_pages_domains(&inp, &mut task, &mut dom, Some(&mut mdom), &mut bw);
+    let pos_ratio = match step.action {
+        BdpAction::Pause(p) => p.pos_ratio,
+        BdpAction::NoPause { pos_ratio, .. } => pos_ratio,
+        a => panic!("memcg writer not throttled: {a:?}"),
+    };
+    let mdtc = step.mdtc.expect("memcg control");
+    // The memcg's control set the pace (sdtc), below 1.0 past its setpoint.
+    assert_eq!(step.dtc, mdtc);
+    assert_eq!(step.dtc.thresh, m.thresholds.thresh);
+    assert!(
+        pos_ratio < 1 << RATELIMIT_CALC_SHIFT,
+        "pos_ratio {pos_ratio}"
+    );
+    assert!(step.start_background);
+
+    // At the memcg's hard limit the ratio is 0: a max_pause sleep.
+    let (m, mut mdom) = memcg_domain(65_536, 0, 14_000, 14_000);
+    inp.mdtc = Some(m);
+    let mut task = TaskDirtyState::default();
+    let step = balance_dirty_pages_domains(&inp, &mut task, &mut dom, Some(&mut mdom), &mut bw);
+    match step.action {
+        BdpAction::Pause(p) => assert_eq!(p.task_ratelimit, 0),
+        a => panic!("not paused at the memcg limit: {a:?}"),
+    }
+}
+
+#[test]
+fn bdp_memcg_without_limits_behaves_as_global() {
+    let now = 5_000 * MS;
+    // The memcg's writer is the machine's only dirtier; plenty of clean
+    // cache: the memcg domain has the global one's size and counts.
+    for (dirty, writeback) in [(900_000, 43_104), (1_100_544, 0), (1_300_000, 0)] {
+        let (mut dom, mut bw) = setup(now);
+        let (mut dom2, mut bw2) = setup(now);
+        let inp = bdp_input(now, dirty, writeback, 32);
+        let mut t1 = TaskDirtyState {
+            nr_dirtied: 32,
+            ..Default::default()
+        };
+        let mut t2 = t1;
+        let a = balance_dirty_pages(&inp, &mut t1, &mut dom, &mut bw);
+        let (m, mut mdom) = memcg_domain(
+            dirty + writeback + 500_000,
+            u64::MAX,
+            dirty + writeback,
+            dirty + writeback,
+        );
+        let mut inp2 = inp;
+        inp2.mdtc = Some(m);
+        let b = balance_dirty_pages_domains(&inp2, &mut t2, &mut dom2, Some(&mut mdom), &mut bw2);
+        assert_eq!(a.action, b.action, "dirty {dirty} {:?} {:?}", a.dtc, b.mdtc);
+        assert_eq!(t1, t2);
+        assert_eq!(a.dtc.pos_ratio, b.dtc.pos_ratio);
+    }
 }
