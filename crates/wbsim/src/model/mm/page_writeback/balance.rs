@@ -18,7 +18,7 @@ use std::rc::Rc;
 
 use super::bandwidth::wb_update_bandwidth;
 use super::limits::{
-    __wb_calc_thresh, wb_over_bg_thresh_counts, GlobalDirtyCounts, WbCounts, WbShare,
+    __wb_calc_thresh, wb_over_bg_thresh_counts, GlobalDirtyCounts, WbCounts, WbDomain, WbShare,
 };
 use super::limits::{domain_dirty_limits_memcg, mdtc_calc_avail};
 use super::pause::{
@@ -51,6 +51,19 @@ pub fn wb_bdi(mm: &Mm, wb: &Wb) -> Option<Rc<Bdi>> {
 
 fn bdi_min_ratio_sum(mm: &Mm) -> u64 {
     mm.bdis().iter().map(|b| b.dirty_cfg.min_ratio).sum()
+}
+
+/// `wb`'s share of domain `dom` (global or its memcg's): its writeout
+/// fraction there and `bdi`'s ratios scaled by its bandwidth share.
+fn wb_share(mm: &Mm, dom: &mut WbDomain, wb: &Wb, bdi: &Bdi) -> WbShare {
+    WbShare::new(
+        dom,
+        wb.id,
+        &bdi.dirty_cfg,
+        bdi_min_ratio_sum(mm),
+        wb.bw.borrow().avg_write_bandwidth,
+        bdi.tot_write_bandwidth.get(),
+    )
 }
 
 fn wb_counts(wb: &Wb) -> WbCounts {
@@ -96,14 +109,7 @@ pub fn wb_over_bg_thresh(mm: &Mm, wb: &Rc<Wb>) -> bool {
     let over = {
         let mut dom = mm.global_domain_mut();
         dom.age_if_due(mm.now());
-        let share = WbShare::new(
-            &mut dom,
-            wb.id,
-            &bdi.dirty_cfg,
-            bdi_min_ratio_sum(mm),
-            wb.bw.borrow().avg_write_bandwidth,
-            bdi.tot_write_bandwidth.get(),
-        );
+        let share = wb_share(mm, &mut dom, wb, &bdi);
         wb_over_bg_thresh_counts(nr_dirty, th, reclaimable, &share)
     };
     if over {
@@ -115,14 +121,7 @@ pub fn wb_over_bg_thresh(mm: &Mm, wb: &Rc<Wb>) -> bool {
     let now = mm.now();
     with_mem_cgroup_wb_domain(mm, wb.memcg_id.get(), |_, mdom| {
         mdom.age_if_due(now);
-        let share = WbShare::new(
-            mdom,
-            wb.id,
-            &bdi.dirty_cfg,
-            bdi_min_ratio_sum(mm),
-            wb.bw.borrow().avg_write_bandwidth,
-            bdi.tot_write_bandwidth.get(),
-        );
+        let share = wb_share(mm, mdom, wb, &bdi);
         wb_over_bg_thresh_counts(m.dirty, m.thresholds, reclaimable, &share)
     })
     .unwrap_or(false)
@@ -139,14 +138,7 @@ pub fn cgwb_calc_thresh(mm: &Mm, wb: &Rc<Wb>) -> Option<u64> {
     };
     let m = memcg_domain_input(mm, wb, global_dirty, true)?;
     with_mem_cgroup_wb_domain(mm, wb.memcg_id.get(), |_, mdom| {
-        let share = WbShare::new(
-            mdom,
-            wb.id,
-            &bdi.dirty_cfg,
-            bdi_min_ratio_sum(mm),
-            wb.bw.borrow().avg_write_bandwidth,
-            bdi.tot_write_bandwidth.get(),
-        );
+        let share = wb_share(mm, mdom, wb, &bdi);
         __wb_calc_thresh(m.thresholds.thresh, m.dirty, &share)
     })
 }
