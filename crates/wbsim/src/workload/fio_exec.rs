@@ -619,10 +619,7 @@ async fn run_clone(
         // probe reads from /proc/meminfo before its writers begin); the
         // sampler adds the peaks while it runs.
         let vm = w.m.vm_counters();
-        s.mem_start_dirty_pages.get_or_insert(vm.nr_file_dirty);
-        s.mem_start_cached_pages.get_or_insert(vm.nr_file_pages);
-        s.mem_peak_dirty_pages = s.mem_peak_dirty_pages.max(vm.nr_file_dirty);
-        s.mem_peak_cached_pages = s.mem_peak_cached_pages.max(vm.nr_file_pages);
+        s.machine_pages.observe(vm.nr_file_dirty, vm.nr_file_pages);
     }
     if job.ioengine == IoEngine::IoUring {
         Box::pin(run_io_uring(w, job, jobnum, &st, stats_id, flow.as_deref())).await;

@@ -110,6 +110,28 @@ impl LatHist {
     }
 }
 
+/// Dirty and cached pages of a set (a job's own files, or the machine)
+/// while a job ran, pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageFigures {
+    /// At the first observation.
+    pub start_dirty: Option<u64>,
+    pub start_cached: Option<u64>,
+    /// The largest observed.
+    pub peak_dirty: u64,
+    pub peak_cached: u64,
+}
+
+impl PageFigures {
+    /// One observation of `dirty` and `cached` pages.
+    pub fn observe(&mut self, dirty: u64, cached: u64) {
+        self.start_dirty.get_or_insert(dirty);
+        self.start_cached.get_or_insert(cached);
+        self.peak_dirty = self.peak_dirty.max(dirty);
+        self.peak_cached = self.peak_cached.max(cached);
+    }
+}
+
 /// Per fio job (or clone, without group_reporting and below the
 /// per-job detail limit) I/O statistics. Readers use the accessors
 /// ([`JobStats::clat`], [`JobStats::slat`], [`JobStats::lat`],
@@ -156,20 +178,12 @@ pub struct JobStats {
     pub end_ns: Option<Time>,
     /// Clones still running.
     pub running: u32,
-    /// Peak dirty and cached pages of its own files while it ran, pages.
-    pub peak_dirty_pages: u64,
-    pub peak_cached_pages: u64,
-    /// Dirty and cached pages of its own files at its first sample, pages.
-    pub start_dirty_pages: Option<u64>,
-    pub start_cached_pages: Option<u64>,
-    /// Peak machine-wide dirty (`NR_FILE_DIRTY`, /proc/meminfo `Dirty`) and
-    /// file (`NR_FILE_PAGES`, `Cached`) pages while it ran, pages: what
-    /// `wbsim probe` reads from /proc/meminfo.
-    pub mem_peak_dirty_pages: u64,
-    pub mem_peak_cached_pages: u64,
-    /// Machine-wide dirty and file pages at its first sample, pages.
-    pub mem_start_dirty_pages: Option<u64>,
-    pub mem_start_cached_pages: Option<u64>,
+    /// Dirty and cached pages of its own files while it ran.
+    pub file_pages: PageFigures,
+    /// Machine-wide dirty (`NR_FILE_DIRTY`, /proc/meminfo `Dirty`) and file
+    /// (`NR_FILE_PAGES`, `Cached`) pages while it ran: what `wbsim probe`
+    /// reads from /proc/meminfo.
+    pub machine_pages: PageFigures,
     /// First error (errno name), if the job failed (fio's `error`).
     pub error: Option<String>,
     /// The files its clones opened (once each): what its per-job page and
@@ -203,14 +217,8 @@ impl JobStats {
             start_ns: None,
             end_ns: None,
             running: 0,
-            peak_dirty_pages: 0,
-            peak_cached_pages: 0,
-            start_dirty_pages: None,
-            start_cached_pages: None,
-            mem_peak_dirty_pages: 0,
-            mem_peak_cached_pages: 0,
-            mem_start_dirty_pages: None,
-            mem_start_cached_pages: None,
+            file_pages: PageFigures::default(),
+            machine_pages: PageFigures::default(),
             error: None,
             files: Vec::new(),
         }

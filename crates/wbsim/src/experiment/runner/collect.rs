@@ -54,7 +54,7 @@ use crate::workload::fio::output::{
     latency_dists, FioBins, FioDdirStats, FioDiskUtil, FioJobDetail, FioJobOutput, FioLatStats,
     FioSyncStats, LabelledDist,
 };
-use crate::workload::world::World;
+use crate::workload::world::{PageFigures, World};
 
 use super::sampler::Samples;
 
@@ -498,35 +498,26 @@ fn job_outputs(
         let growth =
             |peak: u64, start: Option<u64>| mib(peak.saturating_sub(start.unwrap_or(peak)));
         // Peaks and growth of dirty and cached pages under `{p}.{tag}NAME`.
-        let mut page_figures =
-            |tag: &str, dirty: (u64, Option<u64>), cached: (u64, Option<u64>)| {
-                metrics.set(&format!("{p}.{tag}peak_dirty"), "MiB", mib(dirty.0));
-                metrics.set(&format!("{p}.{tag}peak_cached"), "MiB", mib(cached.0));
-                metrics.set(
-                    &format!("{p}.{tag}dirty_growth"),
-                    "MiB",
-                    growth(dirty.0, dirty.1),
-                );
-                metrics.set(
-                    &format!("{p}.{tag}cache_growth"),
-                    "MiB",
-                    growth(cached.0, cached.1),
-                );
-            };
+        let mut page_figures = |tag: &str, f: &PageFigures| {
+            metrics.set(&format!("{p}.{tag}peak_dirty"), "MiB", mib(f.peak_dirty));
+            metrics.set(&format!("{p}.{tag}peak_cached"), "MiB", mib(f.peak_cached));
+            metrics.set(
+                &format!("{p}.{tag}dirty_growth"),
+                "MiB",
+                growth(f.peak_dirty, f.start_dirty),
+            );
+            metrics.set(
+                &format!("{p}.{tag}cache_growth"),
+                "MiB",
+                growth(f.peak_cached, f.start_cached),
+            );
+        };
         // The job's own files.
-        page_figures(
-            "file_",
-            (j.peak_dirty_pages, j.start_dirty_pages),
-            (j.peak_cached_pages, j.start_cached_pages),
-        );
+        page_figures("file_", &j.file_pages);
         // The machine's, under the names and meaning of `wbsim probe`
         // (/proc/meminfo `Dirty` and `Cached` while the job ran).
-        page_figures(
-            "",
-            (j.mem_peak_dirty_pages, j.mem_start_dirty_pages),
-            (j.mem_peak_cached_pages, j.mem_start_cached_pages),
-        );
-        if let (Some(d), Some(c)) = (j.mem_start_dirty_pages, j.mem_start_cached_pages) {
+        page_figures("", &j.machine_pages);
+        if let (Some(d), Some(c)) = (j.machine_pages.start_dirty, j.machine_pages.start_cached) {
             metrics.set(&format!("{p}.start_dirty"), "MiB", mib(d));
             metrics.set(&format!("{p}.start_cached"), "MiB", mib(c));
         }

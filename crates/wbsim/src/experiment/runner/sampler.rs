@@ -151,15 +151,9 @@ impl State {
                     jd += p.dirty;
                     jc += p.cached;
                 }
-                j.start_dirty_pages.get_or_insert(jd);
-                j.start_cached_pages.get_or_insert(jc);
-                j.peak_dirty_pages = j.peak_dirty_pages.max(jd);
-                j.peak_cached_pages = j.peak_cached_pages.max(jc);
+                j.file_pages.observe(jd, jc);
                 // The machine's, as /proc/meminfo `Dirty` and `Cached`.
-                j.mem_start_dirty_pages.get_or_insert(dirty);
-                j.mem_start_cached_pages.get_or_insert(cached);
-                j.mem_peak_dirty_pages = j.mem_peak_dirty_pages.max(dirty);
-                j.mem_peak_cached_pages = j.mem_peak_cached_pages.max(cached);
+                j.machine_pages.observe(dirty, cached);
             }
         }
         let next = now + self.interval;

@@ -206,9 +206,8 @@ impl IoWq {
                     .await;
                 // Woken from idle: its CPU takes the machine's wakeup
                 // latency to run it (as a workqueue worker does).
-                let lat = self.0.sched.params().wakeup_latency_ns;
-                if sleeps && lat > 0 {
-                    sim.sleep(lat).await;
+                if sleeps {
+                    self.0.sched.idle_wakeup().await;
                 }
                 self.0.st.borrow_mut().nr_free -= 1;
                 continue;

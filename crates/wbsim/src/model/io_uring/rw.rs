@@ -175,9 +175,8 @@ impl IoRing {
             .await;
         // io_cqring_wait slept: the CQE's poster wakes it, and its CPU,
         // idle meanwhile, takes the machine's wakeup latency to run it.
-        let lat = self.0.m.sched().params().wakeup_latency_ns;
-        if sleeps && lat > 0 {
-            self.0.m.sim().sleep(lat).await;
+        if sleeps {
+            self.0.m.sched().idle_wakeup().await;
         }
         let mut cq = self.0.cq.borrow_mut();
         let n = cq.len().min(max.max(1));

@@ -298,6 +298,16 @@ impl Sched {
         &self.0.params
     }
 
+    /// A task that slept while its CPU went idle has just been woken: it
+    /// runs only after the idle CPU's wakeup latency
+    /// ([`SchedParams::wakeup_latency_ns`]; nothing when that is 0).
+    pub async fn idle_wakeup(&self) {
+        let lat = self.0.params.wakeup_latency_ns;
+        if lat > 0 {
+            self.0.sim.sleep(lat).await;
+        }
+    }
+
     /// Number of CPUs.
     pub fn nr_cpus(&self) -> usize {
         self.0.params.nr_cpus

@@ -551,9 +551,8 @@ async fn worker_thread(wq: Workqueue, id: usize) {
         .await;
         // Woken from idle: its CPU takes the wakeup latency to run it; the
         // first item is taken only then.
-        let lat = wq.0.sched.params().wakeup_latency_ns;
-        if slept && lat > 0 {
-            wq.0.sim.sleep(lat).await;
+        if slept {
+            wq.0.sched.idle_wakeup().await;
         }
         let item = wq.0.st.borrow_mut().worklist.pop_front();
         if let Some(item) = item {

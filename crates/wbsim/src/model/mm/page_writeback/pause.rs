@@ -530,26 +530,24 @@ pub fn balance_dirty_pages_domains(
     let strictlimit = inp.bdi.strictlimit;
     let nr_dirty = inp.global.nr_file_dirty;
     let mut gdtc = DirtyThrottleControl::new(nr_dirty + inp.global.nr_writeback, inp.thresholds);
-    let share = WbShare::new(
-        dom,
-        inp.wb_id,
-        &inp.bdi,
-        inp.bdi_min_ratio_sum,
-        bw.avg_write_bandwidth,
-        inp.tot_write_bandwidth,
-    );
+    // The wb's share of a domain: its writeout fraction there and the bdi's
+    // ratios scaled by its bandwidth share.
+    let share_in = |d: &mut WbDomain| {
+        WbShare::new(
+            d,
+            inp.wb_id,
+            &inp.bdi,
+            inp.bdi_min_ratio_sum,
+            bw.avg_write_bandwidth,
+            inp.tot_write_bandwidth,
+        )
+    };
+    let share = share_in(dom);
     let mut m = match (inp.mdtc, mdom.as_deref_mut()) {
-        (Some(mi), Some(md)) => {
-            let mshare = WbShare::new(
-                md,
-                inp.wb_id,
-                &inp.bdi,
-                inp.bdi_min_ratio_sum,
-                bw.avg_write_bandwidth,
-                inp.tot_write_bandwidth,
-            );
-            Some((DirtyThrottleControl::new(mi.dirty, mi.thresholds), mshare))
-        }
+        (Some(mi), Some(md)) => Some((
+            DirtyThrottleControl::new(mi.dirty, mi.thresholds),
+            share_in(md),
+        )),
         _ => None,
     };
 
