@@ -10,14 +10,14 @@ use std::rc::Rc;
 
 use sim::{Sim, Time, MSEC, SEC, USEC};
 use wbsim::model::block::{BlockDevice, DeviceProfile};
-use wbsim::model::fs::btrfs::ctree::BTRFS_NODESIZE;
+use wbsim::model::fs::btrfs::ctree::{BTRFS_NODESIZE, BTRFS_SEARCH_LEVEL_NS};
 use wbsim::model::fs::btrfs::disk_io::{
     BtrfsFileSpec, BtrfsFsInfo, BTRFS_EXTENT_ITEM_KEY, BTRFS_FIRST_FREE_OBJECTID,
 };
 use wbsim::model::fs::btrfs::file_item::btrfs_lookup_bio_sums;
 use wbsim::model::fs::btrfs::fs::TransState;
 use wbsim::model::fs::btrfs::inode::btrfs_finish_ordered_overwrite;
-use wbsim::model::fs::btrfs::locking::btrfs_tree_read_lock;
+use wbsim::model::fs::btrfs::locking::{btrfs_tree_lock, btrfs_tree_read_lock};
 use wbsim::model::fs::btrfs::transaction::{btrfs_commit_transaction, btrfs_transaction_kthread};
 use wbsim::model::kernel::locking::{LockStats, RwsemParams};
 use wbsim::model::kernel::sched::{CgroupId, Sched, SchedParams};
@@ -304,4 +304,91 @@ fn transaction_kthread_commits_every_interval_when_something_changed() {
     // One commit at 1 s (the 2 s tick had nothing to commit), one at 3 s.
     assert_eq!(*stats.borrow(), vec![1, 2]);
     assert_eq!(info.transactions().last_committed(), 3);
+}
+
+/// A csum-tree reader that holds a block's read lock while runnable but not
+/// running (CPU-bound peers on its CPUs) delays a writer of that lock by its
+/// run-queue wait, and a reader arriving meanwhile queues behind the writer
+/// (no priority inheritance): returns (the holder's wait for its 0.4 us
+/// binary search, the writer's wait for the lock, the late reader's wait),
+/// ns.
+fn preempted_holder_waits(hogs: u64) -> (Time, Time, Time) {
+    let (sim, sched, _stats, info, _dev) = fs();
+    let stop = Rc::new(Cell::new(false));
+    for _ in 0..hogs {
+        let (s, st) = (sched.clone(), stop.clone());
+        sched.spawn("hog", CgroupId::ROOT, 0, async move {
+            while !st.get() {
+                s.cpu(MSEC).await;
+            }
+        });
+    }
+    let held = Rc::new(Cell::new(false));
+    let (i, s, h) = (info.clone(), sched.clone(), held.clone());
+    let holder = sched.spawn("reader", CgroupId::ROOT, 0, async move {
+        // A reader like its peers: it has run a while (its copy).
+        s.cpu(MSEC).await;
+        let root = i.csum_root().node();
+        let l = btrfs_tree_read_lock(&root).await;
+        h.set(true);
+        let t0 = s.sim().now();
+        s.cpu(BTRFS_SEARCH_LEVEL_NS).await;
+        drop(l);
+        s.sim().now() - t0 - BTRFS_SEARCH_LEVEL_NS
+    });
+    let (i, s, h) = (info.clone(), sim.clone(), held.clone());
+    let writer = sched.spawn("commit", CgroupId::ROOT, 0, async move {
+        while !h.get() {
+            s.sleep(10 * USEC).await;
+        }
+        s.sleep(10 * USEC).await;
+        let t0 = s.now();
+        let _l = btrfs_tree_lock(&i.csum_root().node()).await;
+        s.now() - t0
+    });
+    let (i, s, h) = (info.clone(), sim.clone(), held.clone());
+    let late = sched.spawn("late-reader", CgroupId::ROOT, 0, async move {
+        // Once the writer has given up spinning on the reader-owned lock
+        // and queued.
+        // (Without contention nobody queues: give up at 100 ms.)
+        while (!h.get() || i.csum_root().node().lock().waiters().is_empty()) && s.now() < 100 * MSEC
+        {
+            s.sleep(10 * USEC).await;
+        }
+        let t0 = s.now();
+        let _l = btrfs_tree_read_lock(&i.csum_root().node()).await;
+        s.now() - t0
+    });
+    let (s, st) = (sim.clone(), stop.clone());
+    sched.spawn("end", CgroupId::ROOT, 0, async move {
+        s.sleep(SEC).await;
+        st.set(true);
+    });
+    sim.run().unwrap();
+    (
+        holder.result().unwrap(),
+        writer.result().unwrap(),
+        late.result().unwrap(),
+    )
+}
+
+#[test]
+fn a_runnable_not_running_read_lock_holder_delays_a_writer_by_its_run_queue_wait() {
+    // 16 CPU-bound peers on 2 CPUs: the holder waits for a CPU with the lock
+    // held, about 16 x 1 ms / 2 CPUs.
+    let (hold, write, late) = preempted_holder_waits(16);
+    assert!(hold >= 4 * MSEC, "holder's run-queue wait {hold}");
+    // The writer waits as long, less its 10 us later start.
+    assert!(
+        write + 20 * USEC >= hold && write <= hold,
+        "writer {write} holder {hold}"
+    );
+    // The late reader, arriving once the writer is queued, waits too.
+    assert!(
+        late >= MSEC && late < write,
+        "late reader {late} writer {write}"
+    );
+    // Idle CPUs: the holder runs at once and nobody waits.
+    let (hold, write, _) = preempted_holder_waits(0);
+    assert!(hold < 10 * USEC && write < 10 * USEC, "{hold} {write}");
 }

@@ -5,17 +5,19 @@
 
 use std::rc::Rc;
 
-use sim::{Sim, SEC};
+use sim::{Sim, Time, MSEC, SEC};
 use wbsim::model::block::{BlockDevice, DeviceProfile};
 use wbsim::model::fs::ext4::Ext4;
 use wbsim::model::fs::read_write::{create_file, vfs_read, IoFlags};
 use wbsim::model::fs::super_::sget;
 use wbsim::model::init::MachineConfig;
+use wbsim::model::kernel::locking::{LockStats, Mutex};
+use wbsim::model::kernel::sched::CgroupId;
 use wbsim::model::machine::Machine;
 use wbsim::model::mm::backing_dev::BdiSettings;
 use wbsim::model::mm::memcontrol::{
     calculate_high_delay, calculate_overage, mem_cgroup_css_online, mem_cgroup_handle_over_high,
-    MEMCG_CHARGE_BATCH,
+    mem_cgroup_try_charge, resume_user_mode_over_high, MEMCG_CHARGE_BATCH,
 };
 use wbsim::model::mm::vmstat::PAGE_SIZE;
 
@@ -186,4 +188,61 @@ fn memcg_dirty_domain_throttles_a_writer_at_memory_max() {
     assert_eq!(pauses, 0, "unlimited memcg writer paused");
     assert!(peak_m > 16_384, "dirty {peak_m}: not left to grow");
     assert!(peak_g < ceiling);
+}
+
+/// A task that owes more than `MEMCG_CHARGE_BATCH` pages to memory.high
+/// settles it inside the charge (`try_charge_memcg` ->
+/// `mem_cgroup_handle_over_high`), with the caller's locks held: with
+/// nothing to reclaim, it sleeps the capped penalty (2 s) holding a mutex,
+/// and a second task waits that long for the mutex. A charge that leaves it
+/// owing one batch only (64 pages) is settled on the return to user space,
+/// after the lock is dropped.
+fn lock_wait_behind_over_high_charges(charges: u64) -> (Time, Time) {
+    let sim = Sim::new(1);
+    let (m, sb) = machine(&sim);
+    let cg = m.sched().add_cgroup("bad", None).unwrap();
+    let memcg = mem_cgroup_css_online(m.mm(), cg, "bad", Some(16 * MIB), None);
+    let lock = Mutex::new(LockStats::new().class("test_lock"), m.sched());
+    let f = create_file(&m, &sb);
+    let (m2, mc, l2) = (m.clone(), memcg.clone(), lock.clone());
+    let holder = m.sched().spawn("holder", cg, 0, async move {
+        // Register the filesystems with reclaim (a read does), then charge
+        // the memcg twice its limit with nothing on its LRU (overage 1.0).
+        vfs_read(&m2, &f, 0, 4096, IoFlags::default())
+            .await
+            .unwrap();
+        resume_user_mode_over_high(m2.mm(), &mc).await;
+        mc.charge(2 * 16 * MIB / PAGE_SIZE, None);
+        let g = l2.lock().await;
+        let t0 = m2.now();
+        for _ in 0..charges {
+            mem_cgroup_try_charge(m2.mm(), &mc, 32, true).await.unwrap();
+        }
+        let in_charge = m2.now() - t0;
+        drop(g);
+        // The return to user space settles the rest.
+        resume_user_mode_over_high(m2.mm(), &mc).await;
+        in_charge
+    });
+    let (m3, l3) = (m.clone(), lock.clone());
+    let waiter = m.sched().spawn("waiter", CgroupId::ROOT, 0, async move {
+        m3.sched().sim().sleep(MSEC).await;
+        let t0 = m3.now();
+        let _g = l3.lock().await;
+        m3.now() - t0
+    });
+    sim.run_until(20 * SEC).unwrap();
+    (holder.result().unwrap(), waiter.result().unwrap())
+}
+
+#[test]
+fn over_high_by_more_than_a_batch_is_settled_inside_the_charge_under_the_callers_lock() {
+    // Two 32-page charges over high: 2 x 64 pages owed > MEMCG_CHARGE_BATCH.
+    let (in_charge, waited) = lock_wait_behind_over_high_charges(2);
+    assert!(in_charge >= 2 * SEC, "in charge {in_charge}");
+    assert!(waited >= 2 * SEC - 2 * MSEC, "waiter {waited}");
+    // One charge: 64 owed, not more than a batch: nothing inside the charge.
+    let (in_charge, waited) = lock_wait_behind_over_high_charges(1);
+    assert!(in_charge < MSEC, "in charge {in_charge}");
+    assert!(waited < MSEC, "waiter {waited}");
 }

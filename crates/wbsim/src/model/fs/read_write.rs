@@ -32,7 +32,7 @@ use crate::model::fs::vfs::WritebackControl;
 use crate::model::fs::writepages::DROPBEHIND_PAGE_NS;
 use crate::model::mm::backing_dev::{SyncMode, WbReason};
 use crate::model::mm::memcontrol::{
-    mem_cgroup_handle_over_high, mem_cgroup_try_charge, mem_cgroup_uncharge_freed,
+    mem_cgroup_try_charge, mem_cgroup_uncharge_freed, resume_user_mode_over_high,
 };
 use crate::model::mm::page_alloc;
 use crate::model::mm::page_writeback::account_delta;
@@ -151,7 +151,7 @@ async fn alloc_folios(
             mc
         }
     };
-    mem_cgroup_try_charge(m.mm(), &memcg, pages).await
+    mem_cgroup_try_charge(m.mm(), &memcg, pages, !nowait).await
 }
 
 /// Marks an access of `inode` for the LRU (its last access, and its place
@@ -166,13 +166,15 @@ fn touch_lru(m: &Machine, inode: &InodeRef) {
 
 /// The return to user space of a syscall that charged pages while its memcg
 /// was over memory.high (`resume_user_mode_work` ->
-/// `mem_cgroup_handle_over_high`).
+/// `mem_cgroup_handle_over_high`, on the memcg of the file's pages): the
+/// task settles what it still owes (`over_high`, what its last charge
+/// returned: 0 when nothing, or when the charge settled it itself).
 async fn resume_user_mode_work(m: &Rc<Machine>, f: &File, over_high: u64) {
     if over_high == 0 {
         return;
     }
     if let Some(memcg) = m.mm().memcgs().get(f.inode.memcg.get()) {
-        mem_cgroup_handle_over_high(m.mm(), &memcg, over_high).await;
+        resume_user_mode_over_high(m.mm(), &memcg).await;
     }
 }
 
@@ -279,7 +281,7 @@ async fn generic_perform_write(
         // write_begin: find or allocate the folios.
         let missing = f.inode.mapping.borrow().count_missing(idx, chunk_end);
         if missing > 0 {
-            over_high += alloc_folios(m, &f.inode, missing, fl.nowait).await?;
+            over_high = alloc_folios(m, &f.inode, missing, fl.nowait).await?;
         }
         // write_begin locks the folios: wait while writeback holds them
         // (folio waits share the inode's hashed wait queue with writeback

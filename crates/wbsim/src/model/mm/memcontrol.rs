@@ -19,7 +19,9 @@
 //! up to MAX_RECLAIM_RETRIES times, then the charge fails with an OOM the
 //! caller reports (the OOM killer is not modelled). Over memory.high, the
 //! charge succeeds and the task owes `memcg_nr_pages_over_high`; on its
-//! return to user space it runs [`mem_cgroup_handle_over_high`]: memcg
+//! return to user space ([`resume_user_mode_over_high`]), or inside a
+//! charge that leaves it owing more than `MEMCG_CHARGE_BATCH` pages (with
+//! the caller's locks held), it runs [`mem_cgroup_handle_over_high`]: memcg
 //! reclaim, then a penalty sleep growing with the square of the overage
 //! (`calculate_high_delay`), at most 2 s per return. Both reclaim and the
 //! sleep are memory stalls of the memcg's PSI (memory.pressure some/full).
@@ -113,15 +115,24 @@ fn mem_find_max_overage(mm: &Mm, memcg: &Rc<MemCgroup>) -> u64 {
 /// `try_charge_memcg()` of `nr_pages` new page-cache pages to `memcg` by the
 /// current task. Over memory.max: memcg reclaim (MEMCG_MAX event), retried
 /// up to MAX_RECLAIM_RETRIES times while short, then `Err(IoError::Oom)`
-/// (MEMCG_OOM; the OOM killer is not modelled). On success, returns the
-/// pages owed to memory.high (`current->memcg_nr_pages_over_high`: a batch
-/// of `max(MEMCG_CHARGE_BATCH, nr_pages)` when the memcg or an ancestor is
-/// over its high limit after the charge, else 0), which the caller settles
-/// with [`mem_cgroup_handle_over_high`] on its return to user space.
+/// (MEMCG_OOM; the OOM killer is not modelled). When the memcg or an
+/// ancestor is over memory.high after the charge, the task's
+/// `memcg_nr_pages_over_high` grows by a batch of `max(MEMCG_CHARGE_BATCH,
+/// nr_pages)` (and `set_notify_resume`: the caller settles it on its return
+/// to user space with [`resume_user_mode_over_high`]). Then, as the kernel
+/// does since "memcg: synchronously enforce memory.high for large
+/// overcharges" (2022), if the task owes more than `MEMCG_CHARGE_BATCH` pages and
+/// the allocation may block (`may_block`: `gfpflags_allow_blocking`), it
+/// runs [`mem_cgroup_handle_over_high`] right here, inside the charge:
+/// memcg reclaim and possibly the penalty sleep, with whatever locks the
+/// caller holds still held. Returns the pages the task still owes.
+/// Left out: the per-CPU charge stock (`consume_stock`: a charge served
+/// from the stock skips the high check; here every charge checks).
 pub async fn mem_cgroup_try_charge(
     mm: &Rc<Mm>,
     memcg: &Rc<MemCgroup>,
     nr_pages: u64,
+    may_block: bool,
 ) -> Result<u64, IoError> {
     let task = mm.kernel().sim().current();
     let chain = memcg_and_ancestors(mm, memcg);
@@ -154,12 +165,21 @@ pub async fn mem_cgroup_try_charge(
         m.memory_high
             .is_some_and(|high| m.usage_pages() > high / PAGE_SIZE)
     });
+    let Some(task) = task else {
+        // No task context (model setup): nothing to owe.
+        return Ok(0);
+    };
     if over_high {
         memcg.update_events(|e| e.high += 1);
-        Ok(nr_pages.max(MEMCG_CHARGE_BATCH))
-    } else {
-        Ok(0)
+        mm.memcgs()
+            .add_nr_pages_over_high(task, nr_pages.max(MEMCG_CHARGE_BATCH));
     }
+    if may_block && mm.memcgs().nr_pages_over_high(task) > MEMCG_CHARGE_BATCH {
+        mm.kernel().count_event("memcg_high_in_charge");
+        let owed = mm.memcgs().take_nr_pages_over_high(task);
+        mem_cgroup_handle_over_high(mm, memcg, owed).await;
+    }
+    Ok(mm.memcgs().nr_pages_over_high(task))
 }
 
 /// `mem_cgroup_uncharge` of the folios a path other than reclaim freed
@@ -244,6 +264,18 @@ pub async fn mem_cgroup_handle_over_high(
     });
     k.count_event("memcg_high_penalty");
     slept
+}
+
+/// `resume_user_mode_work()` -> `mem_cgroup_handle_over_high()`: on its
+/// return to user space the current task settles what it still owes to
+/// memory.high (`current->memcg_nr_pages_over_high`, cleared here), by
+/// reclaim from `memcg` and the penalty sleep. Returns the time slept, ns.
+pub async fn resume_user_mode_over_high(mm: &Rc<Mm>, memcg: &Rc<MemCgroup>) -> Time {
+    let Some(task) = mm.kernel().sim().current() else {
+        return 0;
+    };
+    let owed = mm.memcgs().take_nr_pages_over_high(task);
+    mem_cgroup_handle_over_high(mm, memcg, owed).await
 }
 
 /// Dirty and writeback pages of a memcg's cgwbs (`mem_cgroup_wb_stats`'s

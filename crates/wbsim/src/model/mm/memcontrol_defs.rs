@@ -288,6 +288,10 @@ pub struct MemcgTable {
     by_cgroup: RefCell<BTreeMap<CgroupId, u64>>,
     /// Next id to hand out.
     next_id: Cell<u64>,
+    /// `current->memcg_nr_pages_over_high` of each task that owes pages to
+    /// memory.high (include/linux/sched.h): pages charged while over the
+    /// limit since the task last ran `mem_cgroup_handle_over_high`.
+    nr_pages_over_high: RefCell<BTreeMap<TaskId, u64>>,
 }
 
 impl MemcgTable {
@@ -298,7 +302,35 @@ impl MemcgTable {
             by_id: RefCell::new(BTreeMap::from([(ROOT_MEM_CGROUP_ID, root)])),
             by_cgroup: RefCell::new(BTreeMap::from([(CgroupId::ROOT, ROOT_MEM_CGROUP_ID)])),
             next_id: Cell::new(ROOT_MEM_CGROUP_ID + 1),
+            nr_pages_over_high: RefCell::new(BTreeMap::new()),
         }
+    }
+
+    /// `current->memcg_nr_pages_over_high += pages` for `task`; returns the
+    /// new count.
+    pub fn add_nr_pages_over_high(&self, task: TaskId, pages: u64) -> u64 {
+        let mut m = self.nr_pages_over_high.borrow_mut();
+        let n = m.entry(task).or_insert(0);
+        *n += pages;
+        *n
+    }
+
+    /// `task`'s `memcg_nr_pages_over_high`, without clearing it.
+    pub fn nr_pages_over_high(&self, task: TaskId) -> u64 {
+        self.nr_pages_over_high
+            .borrow()
+            .get(&task)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Reads and clears `task`'s `memcg_nr_pages_over_high`, as
+    /// `mem_cgroup_handle_over_high` does on entry.
+    pub fn take_nr_pages_over_high(&self, task: TaskId) -> u64 {
+        self.nr_pages_over_high
+            .borrow_mut()
+            .remove(&task)
+            .unwrap_or(0)
     }
 
     /// The root memcg.
