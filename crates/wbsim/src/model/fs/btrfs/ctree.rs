@@ -33,7 +33,10 @@
 //! (`setup_nodes_for_search`, `split_leaf`, `balance_level` are left out):
 //! the tree keeps the shape it was built with, and items are only deleted or
 //! resized in place. No `keep_locks`, `lowest_level`, `search_for_split`,
-//! readahead or reading blocks from disk (every block is in memory). The old
+//! readahead or reading blocks from disk (every block is in memory: on 6.18
+//! the btree inode's folios are charged to no user memcg, `AS_KERNEL_FILE`,
+//! so only global reclaim could evict them; the model has none of the
+//! btree inode's page cache). The old
 //! block of a COW is left to the commit root (its freeing is not modelled).
 //!
 //! Commit roots: each root keeps `commit_root`, switched at commit; a
