@@ -10,8 +10,7 @@ use sim::{TaskId, Time};
 
 use super::mmzone::LruFile;
 
-use crate::model::kernel::locking::{LockStats, SpinLock};
-use crate::model::kernel::sched::{CgroupId, Sched};
+use crate::model::kernel::sched::CgroupId;
 use crate::model::mm::backing_dev_defs::Wb;
 use crate::model::mm::page_writeback::WbDomain;
 
@@ -60,9 +59,6 @@ pub struct MemCgroup {
     /// completions of its cgwbs, its smoothed dirty_limit); created at the
     /// first use (`wb_domain_init` runs at css alloc in the kernel).
     pub(crate) cgwb_domain: RefCell<Option<WbDomain>>,
-    /// `lruvec->lru_lock` of the memcg's lruvec (one node): taken by memcg
-    /// reclaim to isolate folios from the LRU; created at first use.
-    lru_lock: RefCell<Option<SpinLock>>,
 }
 
 /// memory.events and memcg reclaim counters (`memcg_memory_event`,
@@ -129,7 +125,6 @@ impl MemCgroup {
             tasks: RefCell::new(BTreeSet::new()),
             lru: RefCell::new(BTreeMap::new()),
             cgwb_domain: RefCell::new(None),
-            lru_lock: RefCell::new(None),
         })
     }
 
@@ -170,15 +165,6 @@ impl MemCgroup {
     /// Pages charged to the memcg (`page_counter_read(&memcg->memory)`).
     pub fn usage_pages(&self) -> u64 {
         self.usage.get()
-    }
-
-    /// The memcg lruvec's `lru_lock` (lock class `lruvec->lru_lock`, one
-    /// class for every lruvec as lockdep has it), created at first use.
-    pub fn lru_lock(&self, sched: &Sched, locks: &LockStats) -> SpinLock {
-        self.lru_lock
-            .borrow_mut()
-            .get_or_insert_with(|| SpinLock::new(locks.class("lruvec->lru_lock"), sched))
-            .clone()
     }
 
     /// `page_counter_charge`: `pages` more are charged by `task`.
