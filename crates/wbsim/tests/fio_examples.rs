@@ -92,6 +92,11 @@ fn fio_examples_run_with_one_command() {
                 "50ms",
                 "--out",
                 res.to_str().unwrap_or_default(),
+                // Examples with write_*_log write their logs here, not
+                // into the crate's source tree (fio's default is the
+                // working directory).
+                "--log-dir",
+                out.to_str().unwrap_or_default(),
             ])
         } else {
             c
