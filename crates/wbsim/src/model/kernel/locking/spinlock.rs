@@ -9,6 +9,11 @@
 //! non-preemptible CPU, charged at acquisition (a guard's drop cannot consume
 //! CPU).
 //!
+//! `spin_lock()` disables preemption ([`Sched::preempt_disable`]) before it
+//! tries the lock, so a waiter spins on the CPU it had and the new holder
+//! keeps that CPU from the handoff through its critical section; a waiter
+//! that was not on a CPU (woken from sleep) first waits for one.
+//!
 //! The holder is expected to do only short CPU work while holding, preferably
 //! with [`SpinGuard::cpu`] (non-preemptible, as under a real spinlock); sleeping
 //! while holding a spinlock is a kernel bug the model does not detect.
@@ -26,7 +31,7 @@ use sim::{TaskId, Time, SEC};
 
 use super::lock_stat::{LockClass, LockKind};
 use super::Slot;
-use crate::model::kernel::sched::{CpuWork, Sched};
+use crate::model::kernel::sched::{CpuWork, PreemptGuard, Sched};
 
 /// CPU costs of a spinlock.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,6 +83,9 @@ pub struct SpinLock(Rc<Inner>);
 pub struct SpinGuard {
     lock: SpinLock,
     since: Time,
+    /// Preemption stays disabled while the lock is held (dropped after the
+    /// unlock, as `spin_unlock()` ends with `preempt_enable()`).
+    _preempt: PreemptGuard,
 }
 
 impl SpinLock {
@@ -131,6 +139,7 @@ impl SpinLock {
         Some(SpinGuard {
             lock: self.clone(),
             since: sim.now(),
+            _preempt: self.0.sched.preempt_disable(),
         })
     }
 
@@ -140,8 +149,8 @@ impl SpinLock {
         let sim = self.0.sched.sim().clone();
         let me = sim.current_task();
         let t0 = sim.now();
-        let free = {
-            let mut st = self.0.st.borrow_mut();
+        let preempt = self.0.sched.preempt_disable();
+        let take = |st: &mut State| {
             if st.owner.is_none() && st.waiters.is_empty() {
                 st.owner = Some(me);
                 true
@@ -149,11 +158,23 @@ impl SpinLock {
                 false
             }
         };
+        let mut free = take(&mut self.0.st.borrow_mut());
+        if !free {
+            // Only a task on a CPU spins: the failed attempt is made there
+            // (a task woken from sleep waits for a CPU first), and from then
+            // on preemption is disabled, so the task keeps that CPU while it
+            // spins and after the lock is handed to it.
+            self.0.sched.cpu_nopreempt(self.0.params.acquire_ns).await;
+            free = take(&mut self.0.st.borrow_mut());
+        }
         let guard = if free {
-            self.0.class.acquired(LockKind::Write, 0, false, false);
+            self.0
+                .class
+                .acquired(LockKind::Write, sim.now() - t0, false, false);
             SpinGuard {
                 lock: self.clone(),
-                since: t0,
+                since: sim.now(),
+                _preempt: preempt,
             }
         } else {
             let slot = Slot::new(me, false, t0);
@@ -180,6 +201,7 @@ impl SpinLock {
             SpinGuard {
                 lock: self.clone(),
                 since: now,
+                _preempt: preempt,
             }
         };
         let p = &self.0.params;
