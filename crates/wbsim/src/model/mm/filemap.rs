@@ -823,6 +823,21 @@ mod tests {
     }
 
     #[test]
+    fn folios_keep_the_memcg_that_created_them() {
+        let mut m = AddressSpace::new();
+        m.write_dirty(0, 8, 8, false, 2);
+        m.write_dirty(8, 12, 12, false, 3);
+        // Rewriting cached folios does not change their owner.
+        m.write_dirty(0, 12, 12, false, 3);
+        // Ranges of different owners do not merge.
+        assert_eq!(m.nr_extents(), 2);
+        assert_eq!(m.folio_owners(0, 12), vec![(2, 8, 1), (3, 4, 1)]);
+        m.start_writeback(0, u64::MAX, u64::MAX);
+        assert_eq!(m.folio_owners(2, 10), vec![(2, 6, 1), (3, 2, 1)]);
+        m.check().unwrap();
+    }
+
+    #[test]
     fn large_folios_are_dirtied_and_written_whole() {
         let mut m = AddressSpace::new();
         m.set_max_folio_order(MAX_PAGECACHE_ORDER);
