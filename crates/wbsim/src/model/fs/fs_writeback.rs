@@ -26,16 +26,17 @@ use std::rc::Rc;
 
 use sim::{Time, MSEC, USEC};
 
-use crate::model::fs::inode::{state::*, wb_inode, InodeRef};
+use crate::model::fs::inode::{state::*, wb_inode, InodeRef, WbFrn};
 use crate::model::fs::vfs::IswDrainRecord;
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
-use crate::model::fs::vfs::WritebackControl;
+use crate::model::fs::vfs::{WbcOwner, WritebackControl};
 use crate::model::fs::writepages::fs_writepages;
 use crate::model::kernel::stats::ViolationObjects;
 use crate::model::kernel::workqueue::{flush_workqueue, queue_work, Work};
 use crate::model::mm::backing_dev::{wb_get, wb_get_create, wb_put, wb_wakeup, wb_wakeup_delayed};
 use crate::model::mm::backing_dev::{IoList, SyncMode, Wb, WbReason, WbWork};
+use crate::model::mm::memcontrol_defs::ROOT_MEM_CGROUP_ID;
 use crate::model::mm::page_writeback as throttle;
 use crate::model::policy::{UmountDrain, WbCtxAssign};
 
@@ -458,8 +459,13 @@ async fn writeback_sb_inodes(
             range_start: 0,
             range_end: u64::MAX,
             reason: work.reason,
+            wb: None,
+            owner: WbcOwner::default(),
+            no_cgroup_owner: false,
         };
+        wbc_attach_and_unlock_inode(m, &mut wbc, &inode);
         writeback_single_inode(m, sb, &inode, &mut wbc).await;
+        wbc_detach_inode(m, &mut wbc, &inode);
         let wrote = write_chunk.saturating_sub(wbc.nr_to_write).max(0);
         work.nr_pages.set(work.nr_pages.get().saturating_sub(wrote));
         total += wrote;
@@ -718,6 +724,142 @@ pub async fn wb_workfn(m: &Rc<Machine>, wb: &Rc<Wb>) {
     }
 }
 
+// ------------------------------------------------------------ foreign inodes
+
+/// `WB_FRN_TIME_SHIFT`: foreign-detection time unit, 1 s = 2^13
+/// (fs/fs-writeback.c).
+pub const WB_FRN_TIME_SHIFT: u32 = 13;
+/// `WB_FRN_TIME_AVG_SHIFT`: the average keeps 7/8 of itself per round.
+pub const WB_FRN_TIME_AVG_SHIFT: u32 = 3;
+/// `WB_FRN_TIME_CUT_DIV`: rounds under avg / 8 do not vote.
+pub const WB_FRN_TIME_CUT_DIV: u64 = 8;
+/// `WB_FRN_TIME_PERIOD`: the history covers 2 s of I/O time.
+pub const WB_FRN_TIME_PERIOD: u64 = 2 * (1 << WB_FRN_TIME_SHIFT);
+/// `WB_FRN_HIST_SLOTS`: the history is 16 bits.
+pub const WB_FRN_HIST_SLOTS: u64 = 16;
+/// `WB_FRN_HIST_UNIT`: one slot is 1/16 of the period (125 ms).
+pub const WB_FRN_HIST_UNIT: u64 = WB_FRN_TIME_PERIOD / WB_FRN_HIST_SLOTS;
+/// `WB_FRN_HIST_THR_SLOTS`: switch when more than 8 slots are foreign.
+pub const WB_FRN_HIST_THR_SLOTS: u32 = (WB_FRN_HIST_SLOTS / 2) as u32;
+/// `WB_FRN_HIST_MAX_SLOTS`: one round shifts in at most 5 slots.
+pub const WB_FRN_HIST_MAX_SLOTS: u64 = WB_FRN_HIST_THR_SLOTS as u64 / 2 + 1;
+
+/// `inode_cgwb_enabled`: the bdi writes back (tmpfs does not) and the
+/// filesystem supports cgroup writeback (every modelled one with a bdi
+/// that writes back: xfs, ext4 and btrfs set SB_I_CGROUPWB; the memory
+/// and io controllers are taken to be on cgroup v2).
+fn inode_cgwb_enabled(sb: &SuperBlock) -> bool {
+    sb.bdi.can_writeback
+}
+
+/// `wb->memcg_css->id`: the memcg id of a wb (the root memcg's for a
+/// writeback context's root wb, whose `memcg_id` is 0 in the model).
+pub fn wb_memcg_css_id(wb: &Wb) -> u64 {
+    if wb.is_cgwb() {
+        wb.memcg_id.get()
+    } else {
+        ROOT_MEM_CGROUP_ID
+    }
+}
+
+/// `wbc_attach_and_unlock_inode`: the writeback round of `inode` starts;
+/// `wbc` records its wb and the last round's winner for owner accounting.
+/// A wb that is dying while its memcg is not (the kernel's blkcg
+/// association change) is switched away from at once.
+pub fn wbc_attach_and_unlock_inode(m: &Rc<Machine>, wbc: &mut WritebackControl, inode: &InodeRef) {
+    let Some(sb) = m.vfs().super_get(inode.sb_id) else {
+        return;
+    };
+    if !inode_cgwb_enabled(&sb) {
+        return;
+    }
+    let Some(wb) = inode.wb() else { return };
+    let id = wb_memcg_css_id(&wb);
+    wbc.owner = WbcOwner {
+        wb_id: id,
+        wb_lcand_id: inode.frn.get().winner,
+        ..WbcOwner::default()
+    };
+    wb_get(&wb);
+    let dying = wb.killed.get();
+    let memcg_dying = m.mm().memcgs().get(id).is_none_or(|mc| !mc.online());
+    wbc.wb = Some(wb);
+    if dying && !memcg_dying {
+        inode_switch_wbs(m, inode, id);
+    }
+}
+
+/// `wbc_attach_fdatawrite_inode` (the `filemap_fdatawrite_wbc` path:
+/// fsync, `file_write_and_wait_range`, the RWF_DONTCACHE inline flush):
+/// binds the inode to a wb if it has none, then
+/// [`wbc_attach_and_unlock_inode`].
+pub fn wbc_attach_fdatawrite_inode(m: &Rc<Machine>, wbc: &mut WritebackControl, inode: &InodeRef) {
+    let sb = inode_sb(m, inode);
+    inode_attach_wb(m, &sb, inode, m.policies().wb_ctx_assign);
+    wbc_attach_and_unlock_inode(m, wbc, inode);
+}
+
+/// `wbc_detach_inode`: the writeback round of `inode` is over. The round's
+/// winner is the current wb, the last winner or the majority candidate,
+/// whichever wrote the most bytes; its I/O time (bytes over the wb's
+/// average write bandwidth, in 1/8192 s) is folded into the inode's
+/// running average; a round of at least average / 8 shifts up to 5 slots
+/// of 125 ms into the 16-slot history, set when the winner is foreign.
+/// More than 8 foreign slots give the switch verdict: the inode switches
+/// to the winner's wb (`inode_switch_wbs`).
+pub fn wbc_detach_inode(m: &Rc<Machine>, wbc: &mut WritebackControl, inode: &InodeRef) {
+    let Some(wb) = wbc.wb.take() else { return };
+    let o = wbc.owner;
+    let WbFrn {
+        avg_time: avg0,
+        mut history,
+        ..
+    } = inode.frn.get();
+    let (max_id, max_bytes) = if o.wb_bytes >= o.wb_lcand_bytes && o.wb_bytes >= o.wb_tcand_bytes {
+        (o.wb_id, o.wb_bytes)
+    } else if o.wb_lcand_bytes >= o.wb_tcand_bytes {
+        (o.wb_lcand_id, o.wb_lcand_bytes)
+    } else {
+        (o.wb_tcand_id, o.wb_tcand_bytes)
+    };
+    let bw = wb.bw.borrow().avg_write_bandwidth.max(1);
+    let max_time =
+        ((max_bytes / crate::model::mm::vmstat::PAGE_SIZE) << WB_FRN_TIME_SHIFT).div_ceil(bw);
+    let mut avg_time = u64::from(avg0);
+    if avg_time > 0 {
+        avg_time = (avg_time + (max_time >> WB_FRN_TIME_AVG_SHIFT))
+            .saturating_sub(avg_time >> WB_FRN_TIME_AVG_SHIFT);
+    } else {
+        avg_time = max_time; // immediate catch up on first run
+    }
+    if max_time >= avg_time / WB_FRN_TIME_CUT_DIV {
+        let slots = max_time
+            .div_ceil(WB_FRN_HIST_UNIT)
+            .min(WB_FRN_HIST_MAX_SLOTS) as u32;
+        history = ((u32::from(history)) << slots) as u16;
+        if o.wb_id != max_id {
+            history |= ((1u32 << slots) - 1) as u16;
+        }
+        if history != 0 {
+            m.sim().trace("inode_foreign_history", || {
+                format!(
+                    "ino={} cgroup_ino={} history={history:#06x}",
+                    inode.ino, o.wb_id
+                )
+            });
+        }
+        if history.count_ones() > WB_FRN_HIST_THR_SLOTS {
+            inode_switch_wbs(m, inode, max_id);
+        }
+    }
+    inode.frn.set(WbFrn {
+        winner: max_id,
+        avg_time: avg_time.min(u64::from(u16::MAX)) as u16,
+        history,
+    });
+    wb_put(m.mm(), &wb);
+}
+
 // ------------------------------------------------------------ inode wb switching
 
 /// `WB_FRN_MAX_IN_FLIGHT`: foreign-inode switches are not started while more
@@ -839,11 +981,21 @@ pub fn inode_switch_wbs(m: &Rc<Machine>, inode: &InodeRef, new_memcg: u64) {
     }
     let Some(old) = inode.wb() else { return };
     let Some(bdi) = wb_bdi(m, &old) else { return };
-    let memcg = match m.mm().memcgs().get(new_memcg) {
-        Some(mc) => mc,
-        None => m.mm().memcgs().root(),
-    };
     m.vfs().isw_nr_in_flight_add(1);
+    // css_from_id + css_tryget: a memcg that is gone drops the switch; so
+    // does an offline one (wb_get_create fails: its cgwb was killed and
+    // left the cgwb tree, and cgwb_create refuses a memcg whose cgwb list
+    // is shut).
+    let memcg = match m.mm().memcgs().get(new_memcg) {
+        Some(mc) if mc.online() => mc,
+        _ => {
+            m.vfs().isw_nr_in_flight_add(-1);
+            m.sim().trace("inode_switch_wbs_dropped", || {
+                format!("ino={} memcg {new_memcg} offline or gone", inode.ino)
+            });
+            return;
+        }
+    };
     let new_wb = wb_get_create(m.mm(), &bdi, inode.wb_ctx.get(), &memcg);
     let _rcu = m.rcu().rcu_read_lock();
     if !inode_prepare_wbs_switch(m, inode, &new_wb) {
@@ -1050,6 +1202,8 @@ fn inode_do_switch_wbs(m: &Machine, inode: &InodeRef, new_wb: &Rc<Wb>) -> u64 {
     }
     wb_get(new_wb);
     wb_put(m.mm(), &old_wb);
+    // The foreign-detection state starts over on the new wb.
+    inode.frn.set(WbFrn::default());
     inode.st.borrow_mut().i_state &= !I_WB_SWITCH;
     dirty + wback
 }

@@ -91,6 +91,23 @@ pub struct Inode {
     /// Id of the memcg its page cache is charged to (`folio_memcg`, one per
     /// file: the first task to add a page charges it); 0 until then.
     pub memcg: Cell<u64>,
+    /// Foreign-inode detection state (`i_wb_frn_winner`,
+    /// `i_wb_frn_avg_time`, `i_wb_frn_history`), kept by
+    /// `wbc_detach_inode` and reset by a switch.
+    pub frn: Cell<WbFrn>,
+}
+
+/// An inode's foreign-inode detection state (include/linux/fs.h).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WbFrn {
+    /// `i_wb_frn_winner`: memcg id of the last round's winner.
+    pub winner: u64,
+    /// `i_wb_frn_avg_time`: running average of a round's winner I/O time,
+    /// in units of 1/8192 s (`WB_FRN_TIME_SHIFT`), at most `U16_MAX`.
+    pub avg_time: u16,
+    /// `i_wb_frn_history`: 16 slots of 1/8 s of I/O time, newest in the
+    /// low bits; a set bit is foreign time.
+    pub history: u16,
 }
 
 /// Shared handle on an inode.
@@ -151,6 +168,7 @@ impl Inode {
             ioend_list: RefCell::new(Vec::new()),
             ioend_work: RefCell::new(None),
             memcg: Cell::new(0),
+            frn: Cell::new(WbFrn::default()),
         })
     }
 

@@ -23,6 +23,7 @@ use crate::model::block::Bio;
 use crate::model::errno::IoError;
 use crate::model::fs::fs_writeback::{
     do_writepages, inode_attach_wb, mark_inode_dirty, wakeup_flusher_threads,
+    wbc_attach_fdatawrite_inode, wbc_detach_inode,
 };
 use crate::model::fs::inode::{state::I_DIRTY_PAGES, InodeRef};
 use crate::model::fs::sync::file_write_and_wait;
@@ -154,6 +155,12 @@ async fn alloc_folios(
     mem_cgroup_try_charge(m.mm(), &memcg, pages, !nowait).await
 }
 
+/// The id of the current task's memcg (its nearest online one): the
+/// memcg new folios are charged to (`folio_memcg`).
+fn current_memcg_id(m: &Machine) -> u64 {
+    m.mm().memcgs().from_cgroup(m.sched().current_cgroup()).id
+}
+
 /// Marks an access of `inode` for the LRU (its last access, and its place
 /// on its memcg's LRU).
 fn touch_lru(m: &Machine, inode: &InodeRef) {
@@ -251,7 +258,12 @@ async fn generic_perform_write(
     if !f.sb.bdi.can_writeback {
         // tmpfs: shmem pages, never dirty-accounted or written back.
         m.sched().cpu(npages * page_ns).await;
-        let d = f.inode.mapping.borrow_mut().add_clean(start, end, false);
+        let memcg = current_memcg_id(m);
+        let d = f
+            .inode
+            .mapping
+            .borrow_mut()
+            .add_clean(start, end, false, memcg);
         m.mm().vm_add_shmem(d.cached);
         return Ok(0);
     }
@@ -317,11 +329,13 @@ async fn generic_perform_write(
         // copy_folio_from_iter_atomic and write_end.
         let copied = chunk_end.min(end) - idx;
         m.sched().cpu(copied * page_ns).await;
-        let d =
-            f.inode
-                .mapping
-                .borrow_mut()
-                .write_dirty(idx, chunk_end.min(end), end, fl.dontcache);
+        let d = f.inode.mapping.borrow_mut().write_dirty(
+            idx,
+            chunk_end.min(end),
+            end,
+            fl.dontcache,
+            current_memcg_id(m),
+        );
         account_delta(m.mm(), Some(&wb), &d);
         if d.dirtied > 0 {
             mark_inode_dirty(m, &f.inode, I_DIRTY_PAGES);
@@ -342,7 +356,9 @@ async fn generic_perform_write(
                 let mut wbc = WritebackControl::new(i64::MAX, SyncMode::None, WbReason::Background);
                 wbc.range_start = start;
                 wbc.range_end = end;
+                wbc_attach_fdatawrite_inode(m, &mut wbc, &f.inode);
                 do_writepages(m, &f.sb, &f.inode, &mut wbc).await;
+                wbc_detach_inode(m, &mut wbc, &f.inode);
             }
             DontcacheFlush::Kick => {
                 throttle::dontcache_kick(m.mm(), &wb, npages);
@@ -438,11 +454,11 @@ pub async fn vfs_read(
             ))
             .await;
         }
-        let d = f
-            .inode
-            .mapping
-            .borrow_mut()
-            .add_clean(start, end, fl.dontcache);
+        let d =
+            f.inode
+                .mapping
+                .borrow_mut()
+                .add_clean(start, end, fl.dontcache, current_memcg_id(m));
         account_delta(m.mm(), f.inode.wb().as_ref(), &d);
     }
     m.sched()

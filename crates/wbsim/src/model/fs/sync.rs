@@ -10,7 +10,9 @@
 
 use std::rc::Rc;
 
-use crate::model::fs::fs_writeback::{wakeup_flusher_threads, wb_queue_work};
+use crate::model::fs::fs_writeback::{
+    wakeup_flusher_threads, wb_queue_work, wbc_attach_fdatawrite_inode, wbc_detach_inode,
+};
 use crate::model::fs::inode::InodeRef;
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
@@ -143,7 +145,11 @@ pub async fn file_write_and_wait(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &I
         wbc.range_start = 0;
         wbc.range_end = u64::MAX;
         if inode.mapping.borrow().has_dirty() {
+            // filemap_fdatawrite_wbc: the round is accounted for
+            // foreign-inode detection like a flusher round.
+            wbc_attach_fdatawrite_inode(m, &mut wbc, inode);
             fs_writepages(m, sb, inode, &mut wbc).await;
+            wbc_detach_inode(m, &mut wbc, inode);
         }
         filemap_fdatawait(m, inode).await;
         if !inode.mapping.borrow().has_dirty() {

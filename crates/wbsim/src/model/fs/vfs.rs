@@ -31,7 +31,7 @@ use crate::model::kernel::stats::ViolationObjects;
 use crate::model::kernel::wait::{VarKey, WaitVarTable};
 use crate::model::kernel::workqueue::{alloc_workqueue, DelayedWork, Workqueue, WqFlags};
 use crate::model::kernel::{Kernel, KernelParams};
-use crate::model::mm::backing_dev::{Bdi, SyncMode, WbReason};
+use crate::model::mm::backing_dev::{Bdi, SyncMode, Wb, WbReason};
 use crate::model::mm::{Mm, MmParams};
 use crate::model::policy::{Policies, WbCtxAssign};
 
@@ -46,7 +46,7 @@ pub const TRUNCATE_PAGE_NS: Time = 50;
 pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// `struct writeback_control` (include/linux/writeback.h).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct WritebackControl {
     /// Pages still allowed to be written; decremented by writepages.
     pub nr_to_write: i64,
@@ -63,6 +63,31 @@ pub struct WritebackControl {
     /// One past the last page of the range (u64::MAX = to the end).
     pub range_end: u64,
     pub reason: WbReason,
+    /// `wbc->wb`: the wb the inode being written belongs to, set by
+    /// `wbc_attach_and_unlock_inode` (None: no ownership accounting).
+    pub wb: Option<Rc<Wb>>,
+    /// Foreign-inode detection bookkeeping of this writeback round
+    /// (`wb_id`, `wb_lcand_id`, `wb_tcand_id` and their byte counts).
+    pub owner: WbcOwner,
+    /// `wbc->no_cgroup_owner`: do not account folio owners.
+    pub no_cgroup_owner: bool,
+}
+
+/// The per-round owner bookkeeping of `struct writeback_control`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WbcOwner {
+    /// `wb_id`: memcg id of the current wb.
+    pub wb_id: u64,
+    /// `wb_lcand_id`: last round's winner.
+    pub wb_lcand_id: u64,
+    /// `wb_tcand_id`: this round's majority-vote candidate.
+    pub wb_tcand_id: u64,
+    /// Bytes written of folios owned by the current wb's memcg.
+    pub wb_bytes: u64,
+    /// Bytes owned by the last winner.
+    pub wb_lcand_bytes: u64,
+    /// The candidate's Boyer-Moore count, bytes.
+    pub wb_tcand_bytes: u64,
 }
 
 impl WritebackControl {
@@ -80,6 +105,63 @@ impl WritebackControl {
             range_start: 0,
             range_end: u64::MAX,
             reason,
+            wb: None,
+            owner: WbcOwner::default(),
+            no_cgroup_owner: false,
+        }
+    }
+}
+
+/// `wbc_account_cgroup_owner` for `nr` written folios of `folio_bytes`
+/// bytes each, all owned by memcg `id`, in the order writeback met them:
+/// bytes of the current wb's memcg, of the last winner, and the
+/// Boyer-Moore majority vote among foreign owners, folio by folio (a run
+/// of folios of one owner is folded exactly: the candidate's count falls
+/// one folio at a time and the owner takes over with the folios left once
+/// it reaches zero). Folios of an offline memcg do not vote. (Kept here,
+/// beside `struct writeback_control`, because writepages calls it and
+/// fs_writeback calls writepages.)
+pub fn wbc_account_cgroup_owner(
+    m: &Machine,
+    wbc: &mut WritebackControl,
+    id: u64,
+    nr: u64,
+    folio_bytes: u64,
+) {
+    if wbc.wb.is_none() || wbc.no_cgroup_owner || nr == 0 {
+        return;
+    }
+    if !m.mm().memcgs().get(id).is_some_and(|mc| mc.online()) {
+        return;
+    }
+    let o = &mut wbc.owner;
+    let bytes = nr * folio_bytes;
+    if id == o.wb_id {
+        o.wb_bytes += bytes;
+        return;
+    }
+    if id == o.wb_lcand_id {
+        o.wb_lcand_bytes += bytes;
+    }
+    if o.wb_tcand_bytes == 0 {
+        o.wb_tcand_id = id;
+    }
+    if id == o.wb_tcand_id {
+        o.wb_tcand_bytes += bytes;
+        return;
+    }
+    // Each foreign folio takes min(folio, count) off the candidate.
+    let to_zero = o.wb_tcand_bytes.div_ceil(folio_bytes.max(1));
+    if nr < to_zero {
+        o.wb_tcand_bytes -= bytes;
+    } else {
+        // The candidate is voted out after `to_zero` folios; the next
+        // folio makes `id` the candidate and the rest count for it.
+        o.wb_tcand_bytes = 0;
+        let left = nr - to_zero;
+        if left > 0 {
+            o.wb_tcand_id = id;
+            o.wb_tcand_bytes = left * folio_bytes;
         }
     }
 }

@@ -38,7 +38,7 @@ use crate::model::block::Bio;
 use crate::model::fs::inode::InodeRef;
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
-use crate::model::fs::vfs::WritebackControl;
+use crate::model::fs::vfs::{wbc_account_cgroup_owner, WritebackControl};
 use crate::model::kernel::sched::CgroupId;
 use crate::model::kernel::workqueue::{queue_work, Work, Workqueue};
 use crate::model::mm::backing_dev::SyncMode;
@@ -378,6 +378,15 @@ pub async fn generic_writepages(
             break;
         }
         account_delta(m.mm(), inode.wb().as_ref(), &delta);
+        // iomap_add_to_ioend -> wbc_account_cgroup_owner, folio by folio.
+        if wbc.wb.is_some() {
+            for &(s, e) in &ranges {
+                let owners = inode.mapping.borrow().folio_owners(s, e);
+                for (memcg, nr, pages) in owners {
+                    wbc_account_cgroup_owner(m, wbc, memcg, nr, pages * PAGE_SIZE);
+                }
+            }
+        }
         let pages: u64 = ranges.iter().map(|(s, e)| e - s).sum();
         let call = if first_batch {
             first_batch = false;

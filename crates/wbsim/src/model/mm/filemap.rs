@@ -42,6 +42,10 @@
 
 use std::collections::BTreeMap;
 
+/// The root memcg's id (`ROOT_MEM_CGROUP_ID` of the memcg table): the owner
+/// of folios made by callers that name none.
+const ROOT_MEMCG: u64 = 1;
+
 /// State of a cached page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PageState {
@@ -63,8 +67,8 @@ impl PageState {
 }
 
 /// A piece of a range being updated: start, end, old (state, dropbehind),
-/// folio order.
-type Piece = (u64, u64, Option<(PageState, bool)>, u8);
+/// folio order, folio memcg.
+type Piece = (u64, u64, Option<(PageState, bool)>, u8, u64);
 
 /// `MAX_PAGECACHE_ORDER` on x86-64 with transparent huge pages
 /// (include/linux/pagemap.h: `HPAGE_PMD_ORDER`, 2 MiB folios of 4 KiB
@@ -80,6 +84,10 @@ struct Extent {
     dropbehind: bool,
     /// Folio order of the range's folios (2^order pages each).
     order: u8,
+    /// `folio_memcg()`: id of the memcg the folios were charged to when
+    /// they were created (`filemap_add_folio` -> `mem_cgroup_charge`, the
+    /// creating task's memcg); fixed for the folio's life.
+    memcg: u64,
 }
 
 /// Page-count changes made by one operation, to be applied by the caller to the
@@ -245,11 +253,11 @@ impl AddressSpace {
     /// `__filemap_get_folio` at a time. Returns the counter changes.
     fn fill_holes(
         &mut self,
-        start: u64,
-        end: u64,
+        (start, end): (u64, u64),
         write_end: u64,
         state: PageState,
         dropbehind: bool,
+        memcg: u64,
     ) -> Delta {
         let mut delta = Delta::default();
         let mut pos = start;
@@ -268,6 +276,7 @@ impl AddressSpace {
                     state,
                     dropbehind,
                     order,
+                    memcg,
                 },
             );
             let mut d = Delta::default();
@@ -349,15 +358,15 @@ impl AddressSpace {
         for k in keys {
             let e = self.map.remove(&k).expect("key just listed");
             if k > cur {
-                pieces.push((cur, k, None, 0));
+                pieces.push((cur, k, None, 0, 0));
             }
-            pieces.push((k, e.end, Some((e.state, e.dropbehind)), e.order));
+            pieces.push((k, e.end, Some((e.state, e.dropbehind)), e.order, e.memcg));
             cur = e.end;
         }
         if cur < end {
-            pieces.push((cur, end, None, 0));
+            pieces.push((cur, end, None, 0, 0));
         }
-        for (s, e, old, order) in pieces {
+        for (s, e, old, order, memcg) in pieces {
             let new = f(old);
             delta.account(old.map(|o| o.0), new.map(|n| n.0), e - s);
             if let Some((state, dropbehind)) = new {
@@ -368,6 +377,7 @@ impl AddressSpace {
                         state,
                         dropbehind,
                         order,
+                        memcg,
                     },
                 );
             }
@@ -401,6 +411,7 @@ impl AddressSpace {
                     && pe.state == ke.state
                     && pe.dropbehind == ke.dropbehind
                     && pe.order == ke.order
+                    && pe.memcg == ke.memcg
                 {
                     self.map.remove(&k);
                     self.map.get_mut(&p).expect("prev exists").end = ke.end;
@@ -415,21 +426,31 @@ impl AddressSpace {
     /// the copy). New pages are allocated (and get PG_dropbehind if asked, as
     /// RWF_DONTCACHE does for folios it creates); pages that were cached keep
     /// their flag (folios that existed before the I/O stay cached).
+    /// New folios are charged to the root memcg (see
+    /// [`AddressSpace::write_dirty`] for the memcg-aware form).
     pub fn mark_dirty(&mut self, start: u64, end: u64, dropbehind_new: bool) -> Delta {
-        self.write_dirty(start, end, end, dropbehind_new)
+        self.write_dirty(start, end, end, dropbehind_new, ROOT_MEMCG)
     }
 
     /// [`AddressSpace::mark_dirty`] for the part `[start, end)` of a write
     /// whose last page is `write_end - 1`: new folios are sized for the rest
     /// of the write; cached folios the range touches are dirtied whole.
+    /// New folios belong to `memcg` (the writer's); cached ones keep theirs.
     pub fn write_dirty(
         &mut self,
         start: u64,
         end: u64,
         write_end: u64,
         dropbehind_new: bool,
+        memcg: u64,
     ) -> Delta {
-        let mut d = self.fill_holes(start, end, write_end, PageState::Dirty, dropbehind_new);
+        let mut d = self.fill_holes(
+            (start, end),
+            write_end,
+            PageState::Dirty,
+            dropbehind_new,
+            memcg,
+        );
         d.add(self.update(start, end, |old| match old {
             None => Some((PageState::Dirty, dropbehind_new)),
             Some((PageState::Clean, db)) | Some((PageState::Dirty, db)) => {
@@ -442,9 +463,27 @@ impl AddressSpace {
         d
     }
 
-    /// A read brought pages `[start, end)` into the cache (holes become clean).
-    pub fn add_clean(&mut self, start: u64, end: u64, dropbehind_new: bool) -> Delta {
-        self.fill_holes(start, end, end, PageState::Clean, dropbehind_new)
+    /// A read brought pages `[start, end)` into the cache (holes become
+    /// clean folios of `memcg`, the reader's).
+    pub fn add_clean(&mut self, start: u64, end: u64, dropbehind_new: bool, memcg: u64) -> Delta {
+        self.fill_holes((start, end), end, PageState::Clean, dropbehind_new, memcg)
+    }
+
+    /// The folios of `[start, end)` by owner, in index order: one
+    /// `(memcg, folios, pages per folio)` per run of folios of one memcg and
+    /// order (what `wbc_account_cgroup_owner` is called with, folio by folio).
+    pub fn folio_owners(&self, start: u64, end: u64) -> Vec<(u64, u64, u64)> {
+        let (start, end) = self.round_out(start, end.max(start));
+        let mut out: Vec<(u64, u64, u64)> = Vec::new();
+        for (s, e, x) in self.ranges_in(start, end) {
+            let size = 1u64 << x.order;
+            let n = (e - s).div_ceil(size);
+            match out.last_mut() {
+                Some(last) if last.0 == x.memcg && last.2 == size => last.1 += n,
+                _ => out.push((x.memcg, n, size)),
+            }
+        }
+        out
     }
 
     /// Pages of `[start, end)` not cached (a read must fetch them).
@@ -689,7 +728,7 @@ mod tests {
     #[test]
     fn dropbehind_pages_leave_after_writeback_end_but_old_pages_stay() {
         let mut m = AddressSpace::new();
-        m.add_clean(0, 10, false); // cached before the uncached write
+        m.add_clean(0, 10, false, 1); // cached before the uncached write
         m.mark_dirty(0, 20, true);
         m.start_writeback(0, u64::MAX, u64::MAX);
         let (d, dropbehind) = m.end_writeback(0, 20);
@@ -720,8 +759,8 @@ mod tests {
     #[test]
     fn dontcache_read_drops_only_folios_it_created() {
         let mut m = AddressSpace::new();
-        m.add_clean(0, 4, false); // cached before
-        m.add_clean(0, 16, true); // the uncached read fills the rest
+        m.add_clean(0, 4, false, 1); // cached before
+        m.add_clean(0, 16, true, 1); // the uncached read fills the rest
         let d = m.drop_clean_dropbehind(0, 16);
         assert_eq!(d.cached, -12);
         assert_eq!(m.nrpages(), 4);
@@ -748,7 +787,7 @@ mod tests {
     #[test]
     fn reclaim_takes_only_clean() {
         let mut m = AddressSpace::new();
-        m.add_clean(0, 50, false);
+        m.add_clean(0, 50, false, 1);
         m.mark_dirty(50, 100, false);
         let d = m.reclaim_clean(80);
         assert_eq!(d.cached, -50);
@@ -784,10 +823,25 @@ mod tests {
     }
 
     #[test]
+    fn folios_keep_the_memcg_that_created_them() {
+        let mut m = AddressSpace::new();
+        m.write_dirty(0, 8, 8, false, 2);
+        m.write_dirty(8, 12, 12, false, 3);
+        // Rewriting cached folios does not change their owner.
+        m.write_dirty(0, 12, 12, false, 3);
+        // Ranges of different owners do not merge.
+        assert_eq!(m.nr_extents(), 2);
+        assert_eq!(m.folio_owners(0, 12), vec![(2, 8, 1), (3, 4, 1)]);
+        m.start_writeback(0, u64::MAX, u64::MAX);
+        assert_eq!(m.folio_owners(2, 10), vec![(2, 6, 1), (3, 2, 1)]);
+        m.check().unwrap();
+    }
+
+    #[test]
     fn large_folios_are_dirtied_and_written_whole() {
         let mut m = AddressSpace::new();
         m.set_max_folio_order(MAX_PAGECACHE_ORDER);
-        m.add_clean(0, 16, false);
+        m.add_clean(0, 16, false, 1);
         // One page written into a clean 16-page folio dirties all of it.
         let d = m.mark_dirty(3, 4, false);
         assert_eq!((d.dirty, d.dirtied, d.cached), (16, 16, 0));
