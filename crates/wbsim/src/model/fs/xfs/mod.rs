@@ -54,6 +54,7 @@
 //! state lives in [`Xfs`] keyed by superblock id.
 
 pub mod ag;
+pub mod log;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
