@@ -303,6 +303,8 @@ struct Inner {
     sched: Sched,
     dev: Option<Device>,
     p: XlogParams,
+    /// Set at unmount: the push worker and xfsaild exit.
+    dead: std::cell::Cell<bool>,
     st: RefCell<State>,
     /// Grant head waiters (`l_reserve_head.waiters`).
     grant_wq: WaitQueue,
@@ -335,6 +337,7 @@ impl Xlog {
             sched: sched.clone(),
             dev,
             p,
+            dead: std::cell::Cell::new(false),
             st: RefCell::new(State {
                 reserved: 0,
                 grant_queue: VecDeque::new(),
@@ -369,9 +372,12 @@ impl Xlog {
                 l.0.push_work
                     .wait_event(&l.0.sim, move || {
                         let s = st.st.borrow();
-                        s.push_seq >= s.cil_seq && !s.cil.is_empty()
+                        st.dead.get() || (s.push_seq >= s.cil_seq && !s.cil.is_empty())
                     })
                     .await;
+                if l.0.dead.get() {
+                    return;
+                }
                 l.push_work_once().await;
             }
         });
@@ -383,8 +389,11 @@ impl Xlog {
                 };
                 let st = l.0.clone();
                 l.0.ail_wake
-                    .wait_event(&l.0.sim, move || st.ail_work_pending())
+                    .wait_event(&l.0.sim, move || st.dead.get() || st.ail_work_pending())
                     .await;
+                if l.0.dead.get() {
+                    return;
+                }
                 if l.xfsaild_push().await {
                     l.0.sim.sleep(XFSAILD_RETRY_NS).await;
                 }
@@ -516,6 +525,43 @@ impl Xlog {
                 .await;
             self.0.st.borrow_mut().stats.cil_throttle_ns += self.0.sim.now() - t0;
         }
+    }
+
+    /// `xfs_ail_push_all_sync` (unmount): forces the log, then has xfsaild
+    /// write every item back and waits until the AIL is empty.
+    pub async fn push_all_sync(&self) {
+        self.force().await;
+        {
+            let mut s = self.0.st.borrow_mut();
+            if s.ail.is_empty() {
+                return;
+            }
+            s.ail_target = s.head + 1;
+        }
+        self.0.ail_wake.wake_up_all();
+        let inner = self.0.clone();
+        // Woken by each write completion (ail_write_done).
+        self.0
+            .commit_wait
+            .wait_event(&self.0.sim, move || inner.st.borrow().ail.is_empty())
+            .await;
+    }
+
+    /// Stops the push worker and xfsaild (`xfs_log_unmount`).
+    pub fn shutdown(&self) {
+        self.0.dead.set(true);
+        self.0.push_work.wake_up_all();
+        self.0.ail_wake.wake_up_all();
+    }
+
+    /// `xfs_trans_cancel` of a transaction that logged nothing: the whole
+    /// reservation goes back.
+    pub fn cancel(&self, ticket: XlogTicket) {
+        {
+            let mut s = self.0.st.borrow_mut();
+            s.reserved = s.reserved.saturating_sub(ticket.bytes);
+        }
+        self.0.grant_wq.wake_up_all();
     }
 
     /// `xfs_log_force(XFS_LOG_SYNC)`: pushes the current checkpoint and
@@ -777,6 +823,7 @@ impl Inner {
             self.grant_wq.wake_up_all();
         }
         self.ail_wake.wake_up_all();
+        self.commit_wait.wake_up_all();
     }
 }
 
