@@ -65,7 +65,8 @@ fn size_option(c: &FilesystemConfig, key: &str) -> Option<u64> {
 }
 
 /// The xfs options of a `[[filesystem]]` (`agcount`, `agsize`,
-/// `allocsize`, `logbsize`; `inode64` is the only allocator modelled), the
+/// `allocsize`, `logbsize`, `logsize`; `inode64` is the only allocator
+/// modelled), the
 /// mkfs.xfs and mount defaults for those not given.
 fn xfs_options(c: &FilesystemConfig) -> XfsOptions {
     let mut o = XfsOptions::default();
@@ -80,6 +81,9 @@ fn xfs_options(c: &FilesystemConfig) -> XfsOptions {
     }
     if let Some(b) = size_option(c, "logbsize") {
         o.logbsize = b;
+    }
+    if let Some(b) = size_option(c, "logsize") {
+        o.log_bytes = Some(b);
     }
     o
 }

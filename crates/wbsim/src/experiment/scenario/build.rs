@@ -407,8 +407,11 @@ fn fs_options(
 /// The xfs options with a constrained value (xfs(5), mkfs.xfs(8)):
 /// `agsize` a multiple of the 4 KiB block from 16 MiB to 1 TiB
 /// (XFS_MIN_AG_BYTES, XFS_MAX_AG_BYTES), `allocsize` a power of two from
-/// 4 KiB to 1 GiB, `logbsize` one of 16k, 32k, 64k, 128k, 256k, `inode64`
-/// true (the `inode32` allocator is not modelled).
+/// 4 KiB to 1 GiB, `logbsize` one of 16k, 32k, 64k, 128k, 256k, `logsize`
+/// (`mkfs.xfs -l size=`) a multiple of 4 KiB from 2 MiB (about the minimum
+/// log the kernel accepts for the default geometry: `xfs_db -c logres`
+/// reports minlogsize 259,968 x 8 bytes) to 2 GiB (`XFS_MAX_LOG_BYTES`),
+/// `inode64` true (the `inode32` allocator is not modelled).
 fn xfs_option(key: &str, v: &toml::Value) -> Result<(), KeyError> {
     match key {
         "agsize" => {
@@ -432,6 +435,14 @@ fn xfs_option(key: &str, v: &toml::Value) -> Result<(), KeyError> {
             if !b.is_power_of_two() || !((16u64 << 10)..=(256u64 << 10)).contains(&b) {
                 return Err(KeyError::range(format!(
                     "logbsize {b} bytes: must be one of 16k, 32k, 64k, 128k, 256k"
+                )));
+            }
+        }
+        "logsize" => {
+            let b = as_size(v)?;
+            if b % 4096 != 0 || !((2u64 << 20)..=(2u64 << 30)).contains(&b) {
+                return Err(KeyError::range(format!(
+                    "logsize {b} bytes: must be a multiple of 4k from 2m to 2g"
                 )));
             }
         }

@@ -217,14 +217,15 @@ impl FsType {
             FsType::Tmpfs => &["size", "nr_inodes"],
             // ext4 commit= (seconds); nr_wb_ctx as for every block fs.
             FsType::Ext4 => &["commit", "nr_wb_ctx"],
-            // mkfs.xfs -d agcount=, agsize=; the allocsize=, inode64 and
-            // logbsize= mount options (xfs(5)).
+            // mkfs.xfs -d agcount=, agsize=, -l size= (logsize); the
+            // allocsize=, inode64 and logbsize= mount options (xfs(5)).
             FsType::Xfs => &[
                 "agcount",
                 "agsize",
                 "allocsize",
                 "inode64",
                 "logbsize",
+                "logsize",
                 "nr_wb_ctx",
             ],
             // btrfs commit= (seconds); subvolumes, preload_files (per

@@ -184,6 +184,11 @@ pub struct FsCosts {
     /// CPU of one `->writepages` call that writes at least one page, besides
     /// the per-page cost (block mapping, allocation, ioend/bio setup).
     pub writepages_call_ns: Time,
+    /// CPU of each further bio a `->writepages` call submits (the first is
+    /// in `writepages_call_ns`): a discontiguous dirty range starts a new
+    /// ioend and bio (`iomap_can_add_to_ioend`), each allocated, built and
+    /// submitted into the plug, then dispatched to the driver.
+    pub bio_ns: Time,
     /// Part of `writepages_call_ns` spent looking up the blocks of each
     /// contiguous dirty range (`xfs_map_blocks`) under the ilock held shared.
     /// Paid per range.
@@ -208,6 +213,7 @@ impl FsCosts {
         write_ilock_ns: 0,
         writepage_ns: 0,
         writepages_call_ns: 0,
+        bio_ns: 0,
         map_blocks_ns: 0,
         delalloc_alloc_ns: 0,
         fallocate_ns: 0,

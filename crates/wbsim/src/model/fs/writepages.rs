@@ -90,6 +90,7 @@ async fn submit_page_range(
     (start, end): (u64, u64),
     wq: Option<&Workqueue>,
     cur: &mut Option<IoendRef>,
+    bios: &mut u64,
 ) {
     let Some(dev) = sb.device.clone() else {
         // No device (should not happen for a writeback-capable fs): complete now.
@@ -147,6 +148,13 @@ async fn submit_page_range(
         // is submitted (submission may sleep for a tag): iomap_writepage_map
         // unlocks a folio once it is in an ioend's bio.
         inode.mapping.borrow_mut().lock_range(s, e);
+        // Every bio after the call's first pays its own setup and
+        // submission (FsCosts::bio_ns).
+        let bio_ns = sb.fs.costs().bio_ns;
+        if *bios > 0 && bio_ns > 0 {
+            m.sched().cpu(bio_ns).await;
+        }
+        *bios += 1;
         dev.submit_bio(
             bio,
             Box::new(move || {
@@ -365,6 +373,7 @@ pub async fn generic_writepages(
     let mut first_batch = true;
     let wq = sb.fs.end_io_wq(m, sb);
     let mut ioend: Option<IoendRef> = None;
+    let mut bios = 0u64;
     while wbc.nr_to_write > 0 && tagged > 0 {
         let take = batch.min(wbc.nr_to_write as u64).min(tagged);
         let (ranges, delta) = inode.mapping.borrow_mut().start_writeback(index, end, take);
@@ -399,7 +408,7 @@ pub async fn generic_writepages(
         m.sched().cpu(call + pages * per_page).await;
         for &(s, e) in &ranges {
             map_blocks(m, sb, inode, (s, e), map_ns).await;
-            submit_page_range(m, sb, inode, (s, e), wq.as_ref(), &mut ioend).await;
+            submit_page_range(m, sb, inode, (s, e), wq.as_ref(), &mut ioend, &mut bios).await;
         }
         wbc.nr_to_write -= pages as i64;
         tagged = tagged.saturating_sub(pages);
