@@ -278,7 +278,11 @@ async fn generic_perform_write(
                 chunk_end = map.folio_end(chunk_end, end);
             }
         }
-        // write_begin: find or allocate the folios.
+        // write_begin: the filesystem's part (ext4: delalloc space), then
+        // find or allocate the folios.
+        if let Some(fut) = f.sb.fs.write_begin(m, &f.sb, &f.inode, (idx, chunk_end)) {
+            fut.await;
+        }
         let missing = f.inode.mapping.borrow().count_missing(idx, chunk_end);
         if missing > 0 {
             over_high = alloc_folios(m, &f.inode, missing, fl.nowait).await?;
@@ -363,7 +367,8 @@ pub async fn vfs_fallocate(m: &Rc<Machine>, f: &File, pos: u64, len: u64, keep_s
         .await;
     if f.sb.bdi.can_writeback {
         let (start, end) = page_range(pos, len);
-        f.inode.extents.borrow_mut().fallocate(start, end);
+        let got = f.inode.extents.borrow_mut().fallocate(start, end);
+        f.sb.fs.blocks_allocated(&f.sb, got);
     }
     if !keep_size {
         let mut st = f.inode.st.borrow_mut();
