@@ -37,6 +37,7 @@ use crate::model::mm::memcontrol::{
 use crate::model::mm::page_alloc;
 use crate::model::mm::page_writeback::account_delta;
 use crate::model::mm::page_writeback::{self as throttle, TaskDirty};
+use crate::model::mm::swap;
 use crate::model::mm::vmscan::{LruFile, ReclaimSource};
 use crate::model::mm::vmstat::PAGE_SIZE;
 use crate::model::policy::DontcacheFlush;
@@ -327,6 +328,12 @@ async fn generic_perform_write(
                 .borrow_mut()
                 .write_dirty(idx, chunk_end.min(end), end, fl.dontcache);
         account_delta(m.mm(), Some(&wb), &d);
+        // The new folios went through folio_add_lru (mm/swap.c): the one
+        // that fills the CPU's batch, or a large one, pays the drain.
+        let lru_ns = swap::folio_add_lru(m.mm(), d.new_small_folios, d.new_large_folios);
+        if lru_ns > 0 {
+            m.sched().cpu(lru_ns).await;
+        }
         if d.dirtied > 0 {
             mark_inode_dirty(m, &f.inode, I_DIRTY_PAGES);
         }
@@ -429,6 +436,7 @@ pub async fn vfs_read(
     let (start, end) = page_range(pos, len);
     let missing = f.inode.mapping.borrow().count_missing(start, end);
     let mut over_high = 0;
+    let mut lru_ns = 0;
     if missing > 0 && f.sb.bdi.can_writeback {
         over_high = alloc_folios(m, &f.inode, missing, fl.nowait).await?;
         // The filesystem's part of the read bio's submission (btrfs: the
@@ -449,9 +457,10 @@ pub async fn vfs_read(
             .borrow_mut()
             .add_clean(start, end, fl.dontcache);
         account_delta(m.mm(), f.inode.wb().as_ref(), &d);
+        lru_ns = swap::folio_add_lru(m.mm(), d.new_small_folios, d.new_large_folios);
     }
     m.sched()
-        .cpu(m.costs().syscall_ns + (end - start) * m.costs().read_copy_page_ns)
+        .cpu(m.costs().syscall_ns + (end - start) * m.costs().read_copy_page_ns + lru_ns)
         .await;
     if fl.dontcache {
         let d = f
