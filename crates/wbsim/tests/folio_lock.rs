@@ -26,7 +26,13 @@ fn rewrite_behind_writeback(nowait: bool) -> (u64, bool) {
     prof.write_bw_bytes_per_sec = 100 << 20;
     prof.queue_depth = 1;
     let dev = BlockDevice::new(&sim, "nvme0n1", prof);
-    let sb = sget(&m, "data", Rc::new(Ext4), Some(dev), BdiSettings::default());
+    let sb = sget(
+        &m,
+        "data",
+        Rc::new(Ext4::default()),
+        Some(dev),
+        BdiSettings::default(),
+    );
     let f = create_file(&m, &sb);
     let size = 64u64 << 20;
     let (m2, f2, sb2) = (m.clone(), f.clone(), sb.clone());
@@ -89,7 +95,13 @@ fn rewrite_under_writeback(stable_writes: bool) -> (u64, u64) {
     prof.queue_depth = 1;
     prof.stable_writes = stable_writes;
     let dev = BlockDevice::new(&sim, "nvme0n1", prof);
-    let sb = sget(&m, "data", Rc::new(Ext4), Some(dev), BdiSettings::default());
+    let sb = sget(
+        &m,
+        "data",
+        Rc::new(Ext4::default()),
+        Some(dev),
+        BdiSettings::default(),
+    );
     let f = create_file(&m, &sb);
     assert_eq!(f.inode.mapping.borrow().stable_writes(), stable_writes);
     let size = 64u64 << 20;

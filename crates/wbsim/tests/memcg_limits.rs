@@ -42,7 +42,13 @@ fn high_delay_is_the_kernels_quadratic_penalty() {
 fn machine(sim: &Sim) -> (Rc<Machine>, Rc<wbsim::model::fs::vfs::SuperBlock>) {
     let m = Machine::new(sim, MachineConfig::new(2, 4 << 30)).unwrap();
     let dev = BlockDevice::new(sim, "nvme0n1", DeviceProfile::nvme_dc());
-    let sb = sget(&m, "data", Rc::new(Ext4), Some(dev), BdiSettings::default());
+    let sb = sget(
+        &m,
+        "data",
+        Rc::new(Ext4::default()),
+        Some(dev),
+        BdiSettings::default(),
+    );
     (m, sb)
 }
 

@@ -24,7 +24,13 @@ fn machine(
     let mut prof = DeviceProfile::nvme_dc();
     prof.write_bw_bytes_per_sec = bw;
     let dev = BlockDevice::new(sim, "nvme0n1", prof);
-    let sb = sget(&m, "data", Rc::new(Ext4), Some(dev), BdiSettings::default());
+    let sb = sget(
+        &m,
+        "data",
+        Rc::new(Ext4::default()),
+        Some(dev),
+        BdiSettings::default(),
+    );
     (m, sb)
 }
 

@@ -197,7 +197,11 @@ fn umount_with_64mib_dirty_takes_at_least_the_time_to_write_it() {
     let bw = 500 * 1_000_000;
     let dirty = 64 * MIB;
     let floor = dirty * SEC / bw;
-    let fss: [Rc<dyn Filesystem>; 3] = [Rc::new(Ext4), Rc::new(Xfs::new()), Rc::new(Btrfs::new())];
+    let fss: [Rc<dyn Filesystem>; 3] = [
+        Rc::new(Ext4::default()),
+        Rc::new(Xfs::new()),
+        Rc::new(Btrfs::new()),
+    ];
     for fs in fss {
         let name = fs.name();
         let (t, written, m) = dirty_umount(fs, dirty, bw);
@@ -219,7 +223,7 @@ fn clean_umount_costs_per_filesystem() {
     // the others pay their unmount I/O; btrfs also unregisters its bdi.
     let mut out = Vec::new();
     for fs in [
-        Rc::new(Ext4) as Rc<dyn Filesystem>,
+        Rc::new(Ext4::default()) as Rc<dyn Filesystem>,
         Rc::new(Xfs::new()),
         Rc::new(Btrfs::new()),
     ] {

@@ -393,6 +393,8 @@ fn a_headline_pattern_gives_one_row_per_matched_metric_and_a_per_job_table() {
                 for job in ["a-dontcache", "b-dontcache", "c-buffered"] {
                     m.set(&format!("fio.{job}.write_bw"), "MB/s", mb);
                     m.set(&format!("fio.{job}.file_peak_dirty"), "MiB", 1.0);
+                    m.record_as(&format!("fio.{job}.lat"), "ns", "us", 3_000);
+                    m.record_as(&format!("fio.{job}.slat"), "ns", "us", 1_000);
                     m.record_as(&format!("fio.{job}.clat"), "ns", "us", 2_000);
                 }
             })
@@ -411,8 +413,15 @@ fn a_headline_pattern_gives_one_row_per_matched_metric_and_a_per_job_table() {
     // The buffered job is not a headline figure, but it has a per-job row.
     assert!(!md.contains("| fio.c-buffered.write_bw | mean"), "{md}");
     assert!(md.contains("### Per job"), "{md}");
+    // lat p50/p99/p99.9 first (the headline latency), then slat, then clat.
+    let x3 = |v: &str| [v; 3].map(|x| format!("{x} (+0%)")).join(" | ");
     assert!(
-        md.contains("| c-buffered | kick | 300.0 (+200.0%) | 2.000 (+0%) |"),
+        md.contains(&format!(
+            "| c-buffered | kick | 300.0 (+200.0%) | {} | {} | {} |",
+            x3("3.000"),
+            x3("1.000"),
+            x3("2.000")
+        )),
         "{md}"
     );
 }

@@ -22,7 +22,7 @@ fn writer_faster_than_device_settles_at_device_bandwidth() {
     let sb = sget(
         &m,
         "data",
-        Rc::new(Ext4),
+        Rc::new(Ext4::default()),
         Some(dev.clone()),
         BdiSettings::default(),
     );

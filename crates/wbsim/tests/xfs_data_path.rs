@@ -137,3 +137,19 @@ fn conversions_contend_with_the_writer_on_the_ilock() {
         "p50 {p50} us vs {p50_over} us without conversions"
     );
 }
+
+/// An ioend is one bio of at most BIO_MAX_VECS (256) folios
+/// (`iomap_add_to_ioend`, fs/iomap/ioend.c): 16 MiB of 4 KiB folios written
+/// back at the closing fsync make 16 ioends; the same 16 MiB in 1 MiB
+/// folios (1 MiB writes) fit in one.
+#[test]
+fn ioends_hold_at_most_256_folios() {
+    let ioends = |r: &Results| {
+        r.stat("fio.j.trace.iomap_alloc_ioend", "value")
+            .unwrap_or(0.0)
+    };
+    let small = one_job("5us", "rw=write\nbs=4k\nsize=16m\nend_fsync=1");
+    assert_eq!(ioends(&small), 16.0);
+    let large = one_job("5us", "rw=write\nbs=1m\nsize=16m\nend_fsync=1");
+    assert_eq!(ioends(&large), 1.0);
+}

@@ -114,8 +114,19 @@ const fn col(
 
 /// The per-job columns of fio-driven experiments: bandwidth, completion
 /// latency percentiles and the peak of dirty memory during the job.
+/// fio's three latencies per job: `lat` (submission to completion, the
+/// headline: a write the io_uring engine completes inside
+/// `io_uring_enter` is all slat, since fio stamps the issue time after that
+/// call returns, so clat is about 0 for inline completions by fio's own
+/// definition), `slat` and `clat`.
 const FIO_JOB_COLUMNS: &[Column] = &[
     col("MB/s", "write_bw", "mean", "MB/s", Combine::Sum),
+    col("lat p50 (us)", "lat", "p50", "us", Combine::Mean),
+    col("lat p99 (us)", "lat", "p99", "us", Combine::Mean),
+    col("lat p99.9 (us)", "lat", "p99.9", "us", Combine::Mean),
+    col("slat p50 (us)", "slat", "p50", "us", Combine::Mean),
+    col("slat p99 (us)", "slat", "p99", "us", Combine::Mean),
+    col("slat p99.9 (us)", "slat", "p99.9", "us", Combine::Mean),
     col("clat p50 (us)", "clat", "p50", "us", Combine::Mean),
     col("clat p99 (us)", "clat", "p99", "us", Combine::Mean),
     col("clat p99.9 (us)", "clat", "p99.9", "us", Combine::Mean),

@@ -457,10 +457,13 @@ async fn layout_file(m: &Rc<Machine>, job: &FioJob, f: &File, size: u64) {
         return;
     }
     let set_size = if job.overwrite {
+        let before = f.inode.extents.borrow().block_pages();
         f.inode
             .extents
             .borrow_mut()
             .mark_written(0, size.div_ceil(PAGE_SIZE));
+        let got = f.inode.extents.borrow().block_pages() - before;
+        f.sb.fs.blocks_allocated(&f.sb, got);
         true
     } else {
         match job.fallocate {

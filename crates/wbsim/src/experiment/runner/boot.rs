@@ -46,7 +46,10 @@ pub struct Booted {
 pub fn filesystem_type(c: &FilesystemConfig) -> Rc<dyn Filesystem> {
     match c.fs_type {
         FsType::Tmpfs => Rc::new(Tmpfs),
-        FsType::Ext4 => Rc::new(Ext4),
+        FsType::Ext4 => Rc::new(match size_option(c, "size") {
+            Some(b) => Ext4::with_size(b),
+            None => Ext4::default(),
+        }),
         FsType::Xfs => Rc::new(Xfs::with_options(xfs_options(c))),
         FsType::Btrfs => Rc::new(Btrfs::with_options(btrfs_options(c))),
         FsType::Bdev => Rc::new(BlockDev::new(

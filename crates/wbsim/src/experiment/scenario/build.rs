@@ -384,7 +384,7 @@ fn fs_options(
         if matches!(fs_type, FsType::Xfs) {
             xfs_option(key, v.get_ref()).map_err(|e| key_error(src, &v.span(), key, &opt_w, e))?;
         }
-        if key == "capacity" {
+        if key == "capacity" || (key == "size" && matches!(fs_type, FsType::Ext4)) {
             match as_size(v.get_ref()) {
                 Ok(b) if b >= 1 << 20 => {}
                 Ok(b) => {
@@ -393,7 +393,7 @@ fn fs_options(
                         &v.span(),
                         key,
                         &opt_w,
-                        KeyError::range(format!("capacity {b} bytes: at least 1m")),
+                        KeyError::range(format!("{key} {b} bytes: at least 1m")),
                     ))
                 }
                 Err(e) => return Err(key_error(src, &v.span(), key, &opt_w, e)),

@@ -215,8 +215,9 @@ impl FsType {
         match self {
             // shmem_parse_one(): size=, nr_inodes=.
             FsType::Tmpfs => &["size", "nr_inodes"],
-            // ext4 commit= (seconds); nr_wb_ctx as for every block fs.
-            FsType::Ext4 => &["commit", "nr_wb_ctx"],
+            // ext4 commit= (seconds); nr_wb_ctx as for every block fs;
+            // size: the device mkfs.ext4 ran on (delalloc space accounting).
+            FsType::Ext4 => &["commit", "nr_wb_ctx", "size"],
             // mkfs.xfs -d agcount=, agsize=, -l size= (logsize); the
             // allocsize=, inode64 and logbsize= mount options (xfs(5)).
             FsType::Xfs => &[

@@ -163,7 +163,7 @@ impl ExtentMap {
 
     /// Holes of `[start, end)`: pages with neither written nor unwritten
     /// blocks.
-    fn holes(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+    pub fn holes(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
         self.written
             .gaps(start, end)
             .into_iter()
@@ -281,6 +281,11 @@ impl ExtentMap {
             self.written.insert(s, e);
         }
         touched
+    }
+
+    /// Pages with blocks (written or unwritten).
+    pub fn block_pages(&self) -> u64 {
+        self.written.pages() + self.unwritten.pages()
     }
 
     /// Extent records: unwritten and written ranges.

@@ -38,6 +38,7 @@ use crate::model::mm::memcontrol::{
 use crate::model::mm::page_alloc;
 use crate::model::mm::page_writeback::account_delta;
 use crate::model::mm::page_writeback::{self as throttle, TaskDirty};
+use crate::model::mm::swap;
 use crate::model::mm::vmscan::{LruFile, ReclaimSource};
 use crate::model::mm::vmstat::PAGE_SIZE;
 use crate::model::policy::DontcacheFlush;
@@ -290,7 +291,11 @@ async fn generic_perform_write(
                 chunk_end = map.folio_end(chunk_end, end);
             }
         }
-        // write_begin: find or allocate the folios.
+        // write_begin: the filesystem's part (ext4: delalloc space), then
+        // find or allocate the folios.
+        if let Some(fut) = f.sb.fs.write_begin(m, &f.sb, &f.inode, (idx, chunk_end)) {
+            fut.await;
+        }
         let missing = f.inode.mapping.borrow().count_missing(idx, chunk_end);
         if missing > 0 {
             over_high = alloc_folios(m, &f.inode, missing, fl.nowait).await?;
@@ -337,6 +342,12 @@ async fn generic_perform_write(
             current_memcg_id(m),
         );
         account_delta(m.mm(), Some(&wb), &d);
+        // The new folios went through folio_add_lru (mm/swap.c): the one
+        // that fills the CPU's batch, or a large one, pays the drain.
+        let lru_ns = swap::folio_add_lru(m.mm(), d.new_small_folios, d.new_large_folios);
+        if lru_ns > 0 {
+            m.sched().cpu(lru_ns).await;
+        }
         if d.dirtied > 0 {
             mark_inode_dirty(m, &f.inode, I_DIRTY_PAGES);
         }
@@ -379,7 +390,8 @@ pub async fn vfs_fallocate(m: &Rc<Machine>, f: &File, pos: u64, len: u64, keep_s
         .await;
     if f.sb.bdi.can_writeback {
         let (start, end) = page_range(pos, len);
-        f.inode.extents.borrow_mut().fallocate(start, end);
+        let got = f.inode.extents.borrow_mut().fallocate(start, end);
+        f.sb.fs.blocks_allocated(&f.sb, got);
     }
     if !keep_size {
         let mut st = f.inode.st.borrow_mut();
@@ -440,6 +452,7 @@ pub async fn vfs_read(
     let (start, end) = page_range(pos, len);
     let missing = f.inode.mapping.borrow().count_missing(start, end);
     let mut over_high = 0;
+    let mut lru_ns = 0;
     if missing > 0 && f.sb.bdi.can_writeback {
         over_high = alloc_folios(m, &f.inode, missing, fl.nowait).await?;
         // The filesystem's part of the read bio's submission (btrfs: the
@@ -460,9 +473,10 @@ pub async fn vfs_read(
                 .borrow_mut()
                 .add_clean(start, end, fl.dontcache, current_memcg_id(m));
         account_delta(m.mm(), f.inode.wb().as_ref(), &d);
+        lru_ns = swap::folio_add_lru(m.mm(), d.new_small_folios, d.new_large_folios);
     }
     m.sched()
-        .cpu(m.costs().syscall_ns + (end - start) * m.costs().read_copy_page_ns)
+        .cpu(m.costs().syscall_ns + (end - start) * m.costs().read_copy_page_ns + lru_ns)
         .await;
     if fl.dontcache {
         let d = f

@@ -284,6 +284,9 @@ async fn evict_as(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef, at_umo
     }
     let wb_ref = inode.wb();
     filemap_fdatawait(m, inode).await;
+    if !at_umount {
+        sb.fs.evict_blocks(sb, inode);
+    }
     let d = inode.mapping.borrow_mut().truncate_all();
     mem_cgroup_uncharge_freed(m.mm(), inode.memcg.get(), d.cached);
     if let Some(mc) = m.mm().memcgs().get(inode.memcg.get()) {

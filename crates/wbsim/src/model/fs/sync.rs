@@ -1,7 +1,9 @@
 //! Data integrity: fs/sync.c and the sync parts of fs/fs-writeback.c.
 //!
 //! `sync_inodes_sb` (WB_SYNC_ALL work to every wb of the bdi, then
-//! `wait_sb_inodes`), `writeback_inodes_sb` (tagged WB_SYNC_NONE),
+//! `wait_sb_inodes`), `writeback_inodes_sb` (tagged WB_SYNC_NONE) and
+//! `try_to_writeback_inodes_sb` (the same if `s_umount` is free, skipping
+//! busy wbs; ext4's delalloc free-space check calls it),
 //! `sync_filesystem` (syncfs(2) and the first step of unmount), `ksys_sync`
 //! (sync(2)), and `vfs_fsync_range` (fsync(2)).
 //!
@@ -21,11 +23,17 @@ use crate::model::fs::writepages::fs_writepages;
 use crate::model::mm::backing_dev::{SyncMode, WbCompletion, WbReason, WbWork};
 
 /// Queues a copy of `base` on every wb of `sb`'s bdi that has something to do
-/// (`bdi_split_work_to_wbs`) and waits for all of them.
-async fn split_work_and_wait(m: &Rc<Machine>, sb: &Rc<SuperBlock>, base: impl Fn() -> WbWork) {
+/// (`bdi_split_work_to_wbs`) and waits for all of them. With `skip_if_busy`
+/// a wb whose flusher is running (`writeback_in_progress`) is passed over.
+async fn split_work_and_wait(
+    m: &Rc<Machine>,
+    sb: &Rc<SuperBlock>,
+    skip_if_busy: bool,
+    base: impl Fn() -> WbWork,
+) {
     let done = WbCompletion::new();
     for wb in &sb.bdi.wb_list() {
-        if !wb.has_dirty_io() {
+        if !wb.has_dirty_io() || (skip_if_busy && wb.running.get()) {
             continue;
         }
         let mut w = base();
@@ -76,7 +84,7 @@ pub async fn sync_inodes_sb(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
     // bdi_down_write_wb_switch_rwsem: no inode changes wb while the work is
     // split over the wbs (a switched inode could be missed).
     let switch_guard = sb.bdi.wb_switch_rwsem.down_write().await;
-    split_work_and_wait(m, sb, || {
+    split_work_and_wait(m, sb, false, || {
         let mut w = WbWork::new(i64::MAX, SyncMode::All, WbReason::Sync);
         w.sb = Some(id);
         w.range_cyclic = false;
@@ -91,12 +99,41 @@ pub async fn sync_inodes_sb(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
 /// `writeback_inodes_sb`: start writeback of `sb`'s dirty pages (tagged, no
 /// waiting on pages) and wait for the work items.
 pub async fn writeback_inodes_sb(m: &Rc<Machine>, sb: &Rc<SuperBlock>, reason: WbReason) {
+    writeback_inodes_sb_nr(m, sb, reason, false).await;
+}
+
+/// `try_to_writeback_inodes_sb`: as [`writeback_inodes_sb`], but only if
+/// `s_umount` can be taken for read at once (an umount or remount in
+/// progress makes it a no-op), and passing over wbs whose flusher is
+/// already running (`skip_if_busy`). The caller waits for the work it
+/// queued. Returns whether it could take `s_umount`.
+pub async fn try_to_writeback_inodes_sb(
+    m: &Rc<Machine>,
+    sb: &Rc<SuperBlock>,
+    reason: WbReason,
+) -> bool {
+    let Some(guard) = sb.s_umount.down_read_trylock() else {
+        return false;
+    };
+    writeback_inodes_sb_nr(m, sb, reason, true).await;
+    drop(guard);
+    true
+}
+
+/// `__writeback_inodes_sb_nr` with `nr = get_nr_dirty_pages()`: tagged
+/// WB_SYNC_NONE work on every wb of the bdi, waited for.
+async fn writeback_inodes_sb_nr(
+    m: &Rc<Machine>,
+    sb: &Rc<SuperBlock>,
+    reason: WbReason,
+    skip_if_busy: bool,
+) {
     if !sb.bdi.can_writeback {
         return;
     }
     let id = sb.id;
     let nr = m.mm().vm().nr_file_dirty as i64;
-    split_work_and_wait(m, sb, || {
+    split_work_and_wait(m, sb, skip_if_busy, || {
         let mut w = WbWork::new(nr, SyncMode::None, reason);
         w.sb = Some(id);
         w.tagged_writepages = true;

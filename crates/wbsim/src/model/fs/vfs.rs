@@ -417,6 +417,32 @@ pub trait Filesystem {
             drop(ilock);
         })
     }
+    /// The filesystem's part of `->write_begin` for the folios `[s, e)` of a
+    /// buffered write, before they are found or allocated (ext4's
+    /// `ext4_da_write_begin`: the delalloc free-space check and the
+    /// reservation, or block allocation without delalloc). None: nothing
+    /// to do (the default; no boxed future per step).
+    fn write_begin<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+        (s, e): (u64, u64),
+    ) -> Option<LocalBoxFuture<'a, ()>> {
+        let _ = (m, sb, inode, s, e);
+        None
+    }
+    /// `pages` blocks were allocated outside writeback (fallocate, a
+    /// file laid out beforehand). Default: nothing.
+    fn blocks_allocated(&self, sb: &SuperBlock, pages: u64) {
+        let _ = (sb, pages);
+    }
+    /// An unlinked inode is evicted: its blocks and delalloc reservations
+    /// go back to the filesystem (called before its pages are dropped).
+    /// Default: nothing (no free-space accounting).
+    fn evict_blocks(&self, sb: &SuperBlock, inode: &Inode) {
+        let _ = (sb, inode);
+    }
     /// Sets up a new inode the filesystem gives a size or blocks at birth
     /// (a block device's inode: its capacity, all blocks written). Default:
     /// nothing, an empty file.

@@ -53,11 +53,23 @@ use crate::model::mm::vmstat::PAGE_SIZE;
 /// 0.2 us) plus the folio lock and the ioend's trip through a workqueue.
 pub const DROPBEHIND_PAGE_NS: Time = 300;
 
-/// `IOEND_BATCH_SIZE`: most folios in one ioend chain, "to minimise I/O
-/// completion latency" (include/linux/iomap.h, checked in
-/// `iomap_can_add_to_ioend`, fs/iomap/buffered-io.c). The model's folios are
-/// single pages, so this is pages.
+/// `IOEND_BATCH_SIZE`: most folios in one ioend, to bound completion
+/// latency and the loop ending the folios' writeback (fs/iomap/internal.h,
+/// checked in `iomap_can_add_to_ioend`, fs/iomap/ioend.c).
 pub const IOEND_BATCH_SIZE: u64 = 4096;
+/// `BIO_MAX_VECS` (include/linux/bio.h): the bio vectors of the bio an
+/// ioend is built in (`iomap_alloc_ioend` allocates it with BIO_MAX_VECS);
+/// since an ioend is one bio, `bio_add_folio` failing on a full bio starts
+/// a new ioend. One vector per folio (the model's folios are never
+/// physically contiguous with each other), so an ioend holds at most this
+/// many folios: 1 MiB of order-0 folios.
+pub const BIO_MAX_VECS: u64 = 256;
+/// Most folios in one ioend: the smaller of the two bounds.
+pub const IOEND_MAX_FOLIOS: u64 = if BIO_MAX_VECS < IOEND_BATCH_SIZE {
+    BIO_MAX_VECS
+} else {
+    IOEND_BATCH_SIZE
+};
 
 /// An ioend being built or in flight (`struct iomap_ioend`): a contiguous
 /// page range written as one or more chained bios, completed as a whole when
@@ -69,7 +81,10 @@ struct Ioend {
     /// The completion workqueue when the ioend needs task context (unwritten
     /// blocks or PG_dropbehind folios); None: it ends in bio completion.
     wq: Option<Workqueue>,
-    /// Bios submitted and not yet completed.
+    /// Folios in it (bounded by [`IOEND_MAX_FOLIOS`]).
+    nr_folios: u64,
+    /// Bios submitted and not yet completed (the device's requests of its
+    /// one bio, which the block layer splits).
     in_flight: u32,
     /// No more bios will be added (`iomap_submit_ioend` done).
     closed: bool,
@@ -97,8 +112,8 @@ async fn submit_page_range(
         end_page_writeback(m, inode, start, end);
         return;
     };
-    // iomap_can_add_to_ioend: contiguous, of the same kind, and fewer than
-    // IOEND_BATCH_SIZE folios in the ioend.
+    // iomap_can_add_to_ioend: contiguous, of the same kind, and room for
+    // another folio (IOEND_MAX_FOLIOS).
     let needs_wq = wq.is_some()
         && (inode.extents.borrow().has_unwritten(start, end)
             || inode.mapping.borrow().any_dropbehind(start, end));
@@ -108,32 +123,39 @@ async fn submit_page_range(
         if let Some(wq) = wq {
             let continues = cur.as_ref().is_some_and(|io| {
                 let io = io.borrow();
-                io.end == s && io.wq.is_some() == needs_wq && io.end - io.start < IOEND_BATCH_SIZE
+                io.end == s && io.wq.is_some() == needs_wq && io.nr_folios < IOEND_MAX_FOLIOS
             });
             if !continues {
                 close_ioend(m, sb, inode, cur.take());
+                m.count_inode_event("iomap_alloc_ioend", inode);
                 *cur = Some(Rc::new(RefCell::new(Ioend {
                     start: s,
                     end: s,
                     wq: needs_wq.then(|| wq.clone()),
+                    nr_folios: 0,
                     in_flight: 0,
                     closed: false,
                 })));
             }
         }
-        let room = cur.as_ref().map_or(u64::MAX, |io| {
-            IOEND_BATCH_SIZE - (io.borrow().end - io.borrow().start)
-        });
-        let e = end.min(s + max_pages).min(s.saturating_add(room));
-        // Whole folios per bio: a large folio's writeback ends only when all
-        // of its blocks are written (iomap counts them in the folio's
-        // `write_bytes_pending`); the device splits the bio into requests of
-        // at most max_request_bytes and completes it with the last one.
-        let e = inode
-            .mapping
-            .borrow()
-            .folio_end(e - 1, end)
-            .clamp(e, end.max(e));
+        let room = cur
+            .as_ref()
+            .map_or(u64::MAX, |io| IOEND_MAX_FOLIOS - io.borrow().nr_folios);
+        // Whole folios per bio, at most a request's worth of pages and the
+        // folios the ioend has room for: a large folio's writeback ends only
+        // when all of its blocks are written (iomap counts them in the
+        // folio's `write_bytes_pending`); the device splits the bio into
+        // requests of at most max_request_bytes and completes it with the
+        // last one.
+        let (mut e, mut folios) = (s, 0);
+        {
+            let map = inode.mapping.borrow();
+            while e < end && folios < room && e - s < max_pages {
+                e = map.folio_end(e, end);
+                folios += 1;
+            }
+        }
+        let e = e.min(end);
         let bio = Bio::write(inode.disk_base + s * PAGE_SIZE, (e - s) * PAGE_SIZE);
         let wm = Rc::downgrade(m);
         let wsb = Rc::downgrade(sb);
@@ -142,6 +164,7 @@ async fn submit_page_range(
         if let Some(io) = &ioend {
             let mut io = io.borrow_mut();
             io.end = e;
+            io.nr_folios += folios;
             io.in_flight += 1;
         }
         // The folios stay locked while they are added to the bio and the bio

@@ -104,6 +104,11 @@ pub struct Delta {
     pub dirtied: u64,
     /// Pages whose writeback completed (NR_WRITTEN).
     pub written: u64,
+    /// New order-0 folios added to the cache (each goes through
+    /// `folio_add_lru`, mm/swap.rs).
+    pub new_small_folios: u64,
+    /// New large folios added to the cache.
+    pub new_large_folios: u64,
 }
 
 impl Delta {
@@ -133,6 +138,8 @@ impl Delta {
         self.writeback += o.writeback;
         self.dirtied += o.dirtied;
         self.written += o.written;
+        self.new_small_folios += o.new_small_folios;
+        self.new_large_folios += o.new_large_folios;
     }
 }
 
@@ -281,6 +288,11 @@ impl AddressSpace {
             );
             let mut d = Delta::default();
             d.account(None, Some(state), fe - pos);
+            if order == 0 {
+                d.new_small_folios = 1;
+            } else {
+                d.new_large_folios = 1;
+            }
             self.apply_counts(d);
             delta.add(d);
             self.coalesce(pos, fe);

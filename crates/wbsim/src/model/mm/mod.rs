@@ -3,8 +3,8 @@
 //! `balance_dirty_pages` itself), backing devices and their writeback
 //! contexts (backing_dev), the machine's page counters (vmstat), the page
 //! allocator's watermarks and slow path (page_alloc), reclaim: kswapd,
-//! direct reclaim and the reclaim throttles (vmscan), and memory cgroups
-//! (memcontrol).
+//! direct reclaim and the reclaim throttles (vmscan), LRU-add batching
+//! (swap), and memory cgroups (memcontrol).
 
 pub mod backing_dev;
 pub mod backing_dev_defs;
@@ -15,6 +15,7 @@ pub mod mmzone;
 pub mod page_alloc;
 pub mod page_writeback;
 pub mod state;
+pub mod swap;
 pub mod vmscan;
 pub mod vmstat;
 

@@ -50,6 +50,8 @@ pub struct Mm {
     ratelimit_pages: Cell<u64>,
     /// `bdp_ratelimits` and `dirty_throttle_leaks`, per CPU.
     bdp_cpu: RefCell<Vec<CpuDirtyRatelimit>>,
+    /// Folios waiting in each CPU's `lru_add` folio_batch (mm/swap.rs).
+    lru_add_pending: RefCell<Vec<u64>>,
     /// Every balance_dirty_pages pause taken: (start, length), ns (for
     /// metrics and the pause series).
     bdp_pauses: RefCell<Vec<(Time, Time)>>,
@@ -108,6 +110,7 @@ impl Mm {
             hz,
             ratelimit_pages: Cell::new(ratelimit),
             bdp_cpu: RefCell::new(vec![CpuDirtyRatelimit::default(); nr_cpus]),
+            lru_add_pending: RefCell::new(vec![0; nr_cpus]),
             bdp_pauses: RefCell::new(Vec::new()),
             last_task_ratelimit: Cell::new(None),
             bdi_wq,
@@ -195,6 +198,14 @@ impl Mm {
         let n = self.bdp_cpu.borrow().len();
         let cpu = self.k.sim().current().map_or(0, |t| t.index() as usize % n);
         RefMut::map(self.bdp_cpu.borrow_mut(), |v| &mut v[cpu])
+    }
+
+    /// The folios pending in the current task's CPU's `lru_add` batch (the
+    /// CPU chosen as [`Mm::bdp_cpu_mut`] does).
+    pub(crate) fn lru_add_pending_mut(&self) -> RefMut<'_, u64> {
+        let n = self.lru_add_pending.borrow().len();
+        let cpu = self.k.sim().current().map_or(0, |t| t.index() as usize % n);
+        RefMut::map(self.lru_add_pending.borrow_mut(), |v| &mut v[cpu])
     }
 
     /// Records one balance_dirty_pages pause, ns.
