@@ -326,8 +326,11 @@ fn preempted_holder_waits(hogs: u64) -> (Time, Time, Time) {
     let held = Rc::new(Cell::new(false));
     let (i, s, h) = (info.clone(), sched.clone(), held.clone());
     let holder = sched.spawn("reader", CgroupId::ROOT, 0, async move {
-        // A reader like its peers: it has run a while (its copy).
-        s.cpu(MSEC).await;
+        // A reader like its peers: it has run a while (its copy), its
+        // whole slice, so the scheduler switches it out at its next
+        // request, with the lock held (a task that still has slice left
+        // keeps its CPU between requests).
+        s.cpu(s.params().base_slice_ns).await;
         let root = i.csum_root().node();
         let l = btrfs_tree_read_lock(&root).await;
         h.set(true);
@@ -375,7 +378,7 @@ fn preempted_holder_waits(hogs: u64) -> (Time, Time, Time) {
 #[test]
 fn a_runnable_not_running_read_lock_holder_delays_a_writer_by_its_run_queue_wait() {
     // 16 CPU-bound peers on 2 CPUs: the holder waits for a CPU with the lock
-    // held, about 16 x 1 ms / 2 CPUs.
+    // held, up to a round of the peers' 1.5 ms slices (16 x 1.5 ms / 2 CPUs).
     let (hold, write, late) = preempted_holder_waits(16);
     assert!(hold >= 4 * MSEC, "holder's run-queue wait {hold}");
     // The writer waits as long, less its 10 us later start.
