@@ -60,9 +60,14 @@ fn e5_kick_beats_inline_and_leaves_buffered_and_direct_alone() {
 
     // Page cache under RWF_DONTCACHE stays well below buffered's. Since
     // file_peak_cached is the job's own file (not the machine's), the kick
-    // variant's random dontcache writer holds ~44 MiB of its file at its
-    // peak against ~250 MiB buffered: the bound is 4x, not the 20x the
-    // machine-wide figure met (open question in the fioguide report).
+    // variant's random dontcache writer holds part of its file at its peak:
+    // ~44 MiB against ~250 MiB buffered until XFS's per-bio submission CPU
+    // (FsCosts::bio_ns, 1 us measured) was modelled, ~79 MiB since (one
+    // bio per random page slows the flusher the kick relies on). The bound
+    // is 2x, not the 20x the machine-wide figure met. (Live, the random
+    // dontcache job of the probe grows the cache by under 1 MiB, a gap
+    // the model has not closed: its kick lets the writer run ahead of
+    // writeback.)
     for r in [&inline, &kick] {
         for pat in ["seq", "rand"] {
             let dc = stat(
@@ -76,7 +81,7 @@ fn e5_kick_beats_inline_and_leaves_buffered_and_direct_alone() {
                 "value",
             );
             assert!(
-                dc * 4.0 < buf,
+                dc * 2.0 < buf,
                 "[{}] {pat}: dontcache peak cached {dc} MiB vs buffered {buf}",
                 r.variant
             );
