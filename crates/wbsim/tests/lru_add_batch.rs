@@ -14,7 +14,7 @@ use wbsim::model::init::MachineConfig;
 use wbsim::model::machine::Machine;
 use wbsim::model::mm::backing_dev::BdiSettings;
 use wbsim::model::mm::page_writeback::TaskDirty;
-use wbsim::model::mm::swap::{FOLIO_BATCH_SIZE, LRU_ADD_FOLIO_NS, LRU_DRAIN_NS};
+use wbsim::model::mm::swap::{folio_add_lru, FOLIO_BATCH_SIZE, LRU_ADD_FOLIO_NS, LRU_DRAIN_NS};
 
 #[test]
 fn every_31st_new_4k_folio_drains_the_batch() {
@@ -54,4 +54,31 @@ fn every_31st_new_4k_folio_drains_the_batch() {
     assert_eq!(p99 - p50, drain, "p50 {p50} p99 {p99}");
     let slow = lat.iter().filter(|&&l| l >= p50 + drain).count() as u64;
     assert_eq!(slow, n / FOLIO_BATCH_SIZE, "slow writes");
+}
+
+/// `folio_add_lru` alone: the 31st order-0 folio pays the drain of the
+/// batch; a large folio drains what is pending with itself.
+#[test]
+fn every_31st_small_folio_pays_the_drain() {
+    let sim = Sim::new(1);
+    let m = Machine::new(&sim, MachineConfig::new(1, 1 << 30)).unwrap();
+    let mm = m.mm();
+    let costs: Vec<Time> = (0..62).map(|_| folio_add_lru(mm, 1, 0)).collect();
+    let drain = LRU_DRAIN_NS + 31 * LRU_ADD_FOLIO_NS;
+    for (i, c) in costs.iter().enumerate() {
+        let want = if i % 31 == 30 { drain } else { 0 };
+        assert_eq!(*c, want, "folio {i}");
+    }
+    // Five pending, then a large folio: it drains them with itself.
+    for _ in 0..5 {
+        assert_eq!(folio_add_lru(mm, 1, 0), 0);
+    }
+    assert_eq!(folio_add_lru(mm, 0, 1), LRU_DRAIN_NS + 6 * LRU_ADD_FOLIO_NS);
+    assert_eq!(
+        folio_add_lru(mm, 0, 2),
+        2 * (LRU_DRAIN_NS + LRU_ADD_FOLIO_NS)
+    );
+    // 40 at once: one drain of 31, nine left.
+    assert_eq!(folio_add_lru(mm, 40, 0), drain);
+    assert_eq!(folio_add_lru(mm, 22, 0), drain);
 }

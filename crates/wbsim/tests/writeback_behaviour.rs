@@ -310,4 +310,18 @@ time_based
             "writer {n}: {bw:.3} MiB/s vs mean {mean:.3} (min {lo:.3}, max {hi:.3})"
         );
     }
+    // The throttling state is exported as series, as the balance_dirty_pages
+    // and bdi_dirty_ratelimit tracepoints give it: the wb's dirty_ratelimit
+    // ends near the device's rate shared by the 100 writers (~977 KB/s),
+    // and the task ratelimit and pause counts are sampled.
+    let rl = series(&r, "wb./mnt/data.0.dirty_ratelimit");
+    let last = rl.last().expect("dirty_ratelimit points").1;
+    let share = 100e6 / 1024.0 / 100.0;
+    assert!(
+        last > share / 3.0 && last < share * 3.0,
+        "dirty_ratelimit {last} KB/s vs share {share:.0}"
+    );
+    assert!(series(&r, "bdp.task_ratelimit").iter().any(|p| p.1 > 0.0));
+    let sampled: f64 = series(&r, "bdp.pauses").iter().map(|p| p.1).sum();
+    assert!(sampled > 0.0, "no pause sampled");
 }

@@ -55,35 +55,3 @@ pub fn folio_add_lru(mm: &Mm, small: u64, large: u64) -> Time {
     }
     cost
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::init::MachineConfig;
-    use crate::model::machine::Machine;
-
-    #[test]
-    fn every_31st_small_folio_pays_the_drain() {
-        let sim = sim::Sim::new(1);
-        let m = Machine::new(&sim, MachineConfig::new(1, 1 << 30)).unwrap();
-        let mm = m.mm();
-        let costs: Vec<Time> = (0..62).map(|_| folio_add_lru(mm, 1, 0)).collect();
-        let drain = LRU_DRAIN_NS + 31 * LRU_ADD_FOLIO_NS;
-        for (i, c) in costs.iter().enumerate() {
-            let want = if i % 31 == 30 { drain } else { 0 };
-            assert_eq!(*c, want, "folio {i}");
-        }
-        // Five pending, then a large folio: it drains them with itself.
-        for _ in 0..5 {
-            assert_eq!(folio_add_lru(mm, 1, 0), 0);
-        }
-        assert_eq!(folio_add_lru(mm, 0, 1), LRU_DRAIN_NS + 6 * LRU_ADD_FOLIO_NS);
-        assert_eq!(
-            folio_add_lru(mm, 0, 2),
-            2 * (LRU_DRAIN_NS + LRU_ADD_FOLIO_NS)
-        );
-        // 40 at once: one drain of 31, nine left.
-        assert_eq!(folio_add_lru(mm, 40, 0), drain);
-        assert_eq!(folio_add_lru(mm, 22, 0), drain);
-    }
-}
