@@ -36,7 +36,7 @@ use crate::model::kernel::stats::ViolationObjects;
 use crate::model::kernel::workqueue::{flush_workqueue, queue_work, Work};
 use crate::model::mm::backing_dev::{wb_get, wb_get_create, wb_put, wb_wakeup, wb_wakeup_delayed};
 use crate::model::mm::backing_dev::{IoList, SyncMode, Wb, WbReason, WbWork};
-use crate::model::mm::memcontrol_defs::ROOT_MEM_CGROUP_ID;
+pub use crate::model::mm::memcontrol::wb_memcg_css_id;
 use crate::model::mm::page_writeback as throttle;
 use crate::model::policy::{UmountDrain, WbCtxAssign};
 
@@ -750,16 +750,6 @@ pub const WB_FRN_HIST_MAX_SLOTS: u64 = WB_FRN_HIST_THR_SLOTS as u64 / 2 + 1;
 /// and io controllers are taken to be on cgroup v2).
 fn inode_cgwb_enabled(sb: &SuperBlock) -> bool {
     sb.bdi.can_writeback
-}
-
-/// `wb->memcg_css->id`: the memcg id of a wb (the root memcg's for a
-/// writeback context's root wb, whose `memcg_id` is 0 in the model).
-pub fn wb_memcg_css_id(wb: &Wb) -> u64 {
-    if wb.is_cgwb() {
-        wb.memcg_id.get()
-    } else {
-        ROOT_MEM_CGROUP_ID
-    }
 }
 
 /// `wbc_attach_and_unlock_inode`: the writeback round of `inode` starts;
