@@ -18,6 +18,16 @@
 //! 6.18 does it (see the switching section below); `cgroup_writeback_umount`
 //! drains switches at umount under the `umount_drain` policy.
 //!
+//! Foreign-inode detection: `wbc_attach_and_unlock_inode` and
+//! `wbc_detach_inode` bracket each inode's writeback round (here and in the
+//! `filemap_fdatawrite_wbc` paths of fs/sync.rs and fs/read_write.rs);
+//! writepages calls `wbc_account_cgroup_owner` (fs/vfs.rs, beside
+//! `WritebackControl`) per run of folios of one owner; the round's winner
+//! and I/O time go into the inode's 16-slot history (`WB_FRN_*`), and a
+//! foreign majority of it calls `inode_switch_wbs`. Left out: the
+//! `inode_foreign_history` tracepoint's full fields; `no_cgroup_owner`
+//! is never set (the model has no pageout writeback path).
+//!
 //! Simplified: `I_DIRTY_TIME` inodes are never created (lazytime is not
 //! modelled); `write_inode` costs a fixed CPU time; list_lock is not contended
 //! (one flusher per wb touches its lists).

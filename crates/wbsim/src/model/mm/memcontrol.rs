@@ -26,11 +26,16 @@
 //! (`calculate_high_delay`), at most 2 s per return. Both reclaim and the
 //! sleep are memory stalls of the memcg's PSI (memory.pressure some/full).
 //!
+//! Foreign dirtying ([`mem_cgroup_track_foreign_dirty`],
+//! [`mem_cgroup_flush_foreign`]): a folio dirtied on an inode of another
+//! memcg's wb is recorded in its owner's `MEMCG_CGWB_FRN_CNT` (4) slots;
+//! balance_dirty_pages past the freerun ceilings flushes the recorded wbs
+//! (`cgroup_writeback_by_id`, FOREIGN_FLUSH).
+//!
 //! Left out: anonymous memory (no model task maps memory), per-folio memcg
-//! ownership (per file instead), the per-CPU charge stock, memory.low/min,
-//! the foreign-dirty slots of `mem_cgroup_track_foreign_dirty_slowpath` (the
-//! per-inode foreign detection of fs/fs_writeback.rs is modelled instead),
-//! memory.pressure, and swap. balance_dirty_pages throttles a cgroup wb on
+//! charging (charges are per file; the folio owner that foreign detection
+//! and foreign dirtying read is kept per page-cache range, mm/filemap.rs),
+//! the per-CPU charge stock, memory.low/min, memory.pressure, and swap. balance_dirty_pages throttles a cgroup wb on
 //! its memcg's dirty domain too ([`mem_cgroup_wb_stats_full`],
 //! mm/page_writeback/).
 
