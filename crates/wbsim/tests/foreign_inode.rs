@@ -206,3 +206,58 @@ fn a_folded_run_equals_folio_by_folio_accounting() {
     assert_eq!(single.owner.wb_bytes, 5 * 4096);
     assert!(single.owner.wb_lcand_bytes > 0 && single.owner.wb_tcand_bytes > 0);
 }
+
+/// Foreign-dirty flushing (mm/memcontrol.c): B appends to a file whose
+/// inode is on A's wb, so B's folios are dirty on a foreign wb and B
+/// records it; once B's own writer is past its memcg's freerun ceiling,
+/// balance_dirty_pages flushes that foreign wb (FOREIGN_FLUSH), long
+/// before periodic writeback would (30 s dirty expiry here).
+#[test]
+fn a_memcg_over_its_dirty_limit_flushes_the_foreign_wb_it_dirtied() {
+    let sim = Sim::new(1);
+    let m = Machine::new(&sim, MachineConfig::new(2, 4 << 30)).unwrap();
+    let dev = BlockDevice::new(&sim, "nvme0n1", DeviceProfile::nvme_dc());
+    let sb = sget(&m, "data", Rc::new(Ext4), Some(dev), BdiSettings::default());
+    let ca = m.sched().add_cgroup("a", None).unwrap();
+    mem_cgroup_css_online(m.mm(), ca, "a", None, None);
+    let cb = m.sched().add_cgroup("b", None).unwrap();
+    // 64 MiB memory.max: B's dirty domain's freerun ceiling is ~10 MiB.
+    mem_cgroup_css_online(m.mm(), cb, "b", None, Some(64 * MIB));
+    let f = create_file(&m, &sb);
+    let g = create_file(&m, &sb);
+    let run = |cg: CgroupId, file: &File, pos: u64, len: u64| {
+        let (m2, f2) = (m.clone(), same(file));
+        let h = m.sched().spawn("w", cg, 0, async move {
+            let mut task = TaskDirty::default();
+            let mut p = pos;
+            while p < pos + len {
+                vfs_write(&m2, &mut task, &f2, p, MIB, IoFlags::default())
+                    .await
+                    .unwrap();
+                p += MIB;
+            }
+        });
+        while !h.is_finished() {
+            sim.run_until(m.now() + MSEC).unwrap();
+        }
+    };
+    // f is A's (its first dirtier); B appends 4 MiB of its own folios.
+    run(ca, &f, 0, MIB);
+    run(cb, &f, MIB, 4 * MIB);
+    assert!(f.inode.mapping.borrow().nr_dirty() >= 5 * 256);
+    assert_eq!(m.events().get("flush_foreign"), None);
+    // B writes its own file g until its memcg domain throttles it.
+    run(cb, &g, 0, 48 * MIB);
+    sim.run_until(m.now() + 500 * MSEC).unwrap();
+    assert!(m.now() < 10 * SEC, "took {} ns", m.now());
+    assert!(
+        m.events().get("flush_foreign").copied().unwrap_or(0) >= 1,
+        "no foreign flush: {:?}",
+        m.events()
+    );
+    assert_eq!(
+        f.inode.mapping.borrow().nr_dirty(),
+        0,
+        "A's wb was not flushed for B"
+    );
+}

@@ -18,6 +18,16 @@
 //! 6.18 does it (see the switching section below); `cgroup_writeback_umount`
 //! drains switches at umount under the `umount_drain` policy.
 //!
+//! Foreign-inode detection: `wbc_attach_and_unlock_inode` and
+//! `wbc_detach_inode` bracket each inode's writeback round (here and in the
+//! `filemap_fdatawrite_wbc` paths of fs/sync.rs and fs/read_write.rs);
+//! writepages calls `wbc_account_cgroup_owner` (fs/vfs.rs, beside
+//! `WritebackControl`) per run of folios of one owner; the round's winner
+//! and I/O time go into the inode's 16-slot history (`WB_FRN_*`), and a
+//! foreign majority of it calls `inode_switch_wbs`. Left out: the
+//! `inode_foreign_history` tracepoint's full fields; `no_cgroup_owner`
+//! is never set (the model has no pageout writeback path).
+//!
 //! Simplified: `I_DIRTY_TIME` inodes are never created (lazytime is not
 //! modelled); `write_inode` costs a fixed CPU time; list_lock is not contended
 //! (one flusher per wb touches its lists).
@@ -36,7 +46,7 @@ use crate::model::kernel::stats::ViolationObjects;
 use crate::model::kernel::workqueue::{flush_workqueue, queue_work, Work};
 use crate::model::mm::backing_dev::{wb_get, wb_get_create, wb_put, wb_wakeup, wb_wakeup_delayed};
 use crate::model::mm::backing_dev::{IoList, SyncMode, Wb, WbReason, WbWork};
-use crate::model::mm::memcontrol_defs::ROOT_MEM_CGROUP_ID;
+pub use crate::model::mm::memcontrol::wb_memcg_css_id;
 use crate::model::mm::page_writeback as throttle;
 use crate::model::policy::{UmountDrain, WbCtxAssign};
 
@@ -750,16 +760,6 @@ pub const WB_FRN_HIST_MAX_SLOTS: u64 = WB_FRN_HIST_THR_SLOTS as u64 / 2 + 1;
 /// and io controllers are taken to be on cgroup v2).
 fn inode_cgwb_enabled(sb: &SuperBlock) -> bool {
     sb.bdi.can_writeback
-}
-
-/// `wb->memcg_css->id`: the memcg id of a wb (the root memcg's for a
-/// writeback context's root wb, whose `memcg_id` is 0 in the model).
-pub fn wb_memcg_css_id(wb: &Wb) -> u64 {
-    if wb.is_cgwb() {
-        wb.memcg_id.get()
-    } else {
-        ROOT_MEM_CGROUP_ID
-    }
 }
 
 /// `wbc_attach_and_unlock_inode`: the writeback round of `inode` starts;

@@ -32,6 +32,7 @@ use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::WritebackControl;
 use crate::model::fs::writepages::DROPBEHIND_PAGE_NS;
 use crate::model::mm::backing_dev::{SyncMode, WbReason};
+use crate::model::mm::memcontrol::mem_cgroup_track_foreign_dirty;
 use crate::model::mm::memcontrol::{
     mem_cgroup_try_charge, mem_cgroup_uncharge_freed, resume_user_mode_over_high,
 };
@@ -349,6 +350,17 @@ async fn generic_perform_write(
             m.sched().cpu(lru_ns).await;
         }
         if d.dirtied > 0 {
+            // folio_account_dirtied -> mem_cgroup_track_foreign_dirty: the
+            // owners of the folios dirtied here. Simplified: every owner
+            // of the range, also of folios that were dirty already.
+            let owners = f
+                .inode
+                .mapping
+                .borrow()
+                .folio_owners(idx, chunk_end.min(end));
+            for (memcg, _, _) in owners {
+                mem_cgroup_track_foreign_dirty(m.mm(), memcg, &wb);
+            }
             mark_inode_dirty(m, &f.inode, I_DIRTY_PAGES);
         }
         throttle::account_dirtied(m.mm(), task, d.dirtied);

@@ -26,11 +26,16 @@
 //! (`calculate_high_delay`), at most 2 s per return. Both reclaim and the
 //! sleep are memory stalls of the memcg's PSI (memory.pressure some/full).
 //!
+//! Foreign dirtying ([`mem_cgroup_track_foreign_dirty`],
+//! [`mem_cgroup_flush_foreign`]): a folio dirtied on an inode of another
+//! memcg's wb is recorded in its owner's `MEMCG_CGWB_FRN_CNT` (4) slots;
+//! balance_dirty_pages past the freerun ceilings flushes the recorded wbs
+//! (`cgroup_writeback_by_id`, FOREIGN_FLUSH).
+//!
 //! Left out: anonymous memory (no model task maps memory), per-folio memcg
-//! ownership (per file instead), the per-CPU charge stock, memory.low/min,
-//! the foreign-dirty slots of `mem_cgroup_track_foreign_dirty_slowpath` (the
-//! per-inode foreign detection of fs/fs_writeback.rs is modelled instead),
-//! memory.pressure, and swap. balance_dirty_pages throttles a cgroup wb on
+//! charging (charges are per file; the folio owner that foreign detection
+//! and foreign dirtying read is kept per page-cache range, mm/filemap.rs),
+//! the per-CPU charge stock, memory.low/min, memory.pressure, and swap. balance_dirty_pages throttles a cgroup wb on
 //! its memcg's dirty domain too ([`mem_cgroup_wb_stats_full`],
 //! mm/page_writeback/).
 
@@ -42,7 +47,8 @@ use crate::model::errno::IoError;
 use crate::model::kernel::sched::CgroupId;
 use crate::model::kernel::timer::schedule_timeout_end;
 use crate::model::kernel::workqueue::{queue_work, Work};
-use crate::model::mm::backing_dev::wb_memcg_offline;
+use crate::model::mm::backing_dev::{wb_memcg_offline, wb_wakeup, SyncMode, Wb, WbReason, WbWork};
+use crate::model::mm::memcontrol_defs::MemcgCgwbFrn;
 pub use crate::model::mm::memcontrol_defs::{
     MemCgroup, MemcgEvents, MemcgTable, PsiMem, ROOT_MEM_CGROUP_ID,
 };
@@ -276,6 +282,140 @@ pub async fn resume_user_mode_over_high(mm: &Rc<Mm>, memcg: &Rc<MemCgroup>) -> T
     };
     let owed = mm.memcgs().take_nr_pages_over_high(task);
     mem_cgroup_handle_over_high(mm, memcg, owed).await
+}
+
+/// `wb->memcg_css->id`: the memcg id of a wb (the root memcg's for a
+/// writeback context's root wb, whose `memcg_id` is 0 in the model).
+pub fn wb_memcg_css_id(wb: &Wb) -> u64 {
+    if wb.is_cgwb() {
+        wb.memcg_id.get()
+    } else {
+        ROOT_MEM_CGROUP_ID
+    }
+}
+
+/// `mem_cgroup_track_foreign_dirty`: a folio owned by memcg `folio_memcg`
+/// was dirtied on an inode of `wb`; if `wb` belongs to another memcg, the
+/// owner records it (`mem_cgroup_track_foreign_dirty_slowpath`): the slot
+/// already naming this wb has its time refreshed (lazily, at most every
+/// min(1 s, dirty_expire_interval / 8)), or the oldest slot with no
+/// foreign flush in flight is taken over.
+pub fn mem_cgroup_track_foreign_dirty(mm: &Mm, folio_memcg: u64, wb: &Wb) {
+    let wb_memcg = wb_memcg_css_id(wb);
+    if folio_memcg == wb_memcg {
+        return;
+    }
+    let Some(memcg) = mm.memcgs().get(folio_memcg) else {
+        return;
+    };
+    let now = mm.now();
+    let bdi_id = wb.bdi_id.get();
+    mm.kernel().sim().trace("track_foreign_dirty", || {
+        format!(
+            "folio memcg {folio_memcg}: wb {} (memcg {wb_memcg})",
+            wb.name
+        )
+    });
+    let mut frn = memcg.cgwb_frn.borrow_mut();
+    let mut oldest: Option<usize> = None;
+    let mut oldest_at = now;
+    let mut found = None;
+    for (i, f) in frn.iter().enumerate() {
+        if f.bdi_id == bdi_id && f.ctx == wb.ctx && f.memcg_id == wb_memcg {
+            found = Some(i);
+            break;
+        }
+        if f.at < oldest_at && f.done.cnt.get() == 1 {
+            oldest = Some(i);
+            oldest_at = f.at;
+        }
+    }
+    if let Some(i) = found {
+        let expire = mm.dirty_params().dirty_expire_interval_ns();
+        let update_intv = sim::SEC.min(expire / 8);
+        if frn[i].at < now.saturating_sub(update_intv) {
+            frn[i].at = now;
+        }
+    } else if let Some(i) = oldest {
+        frn[i].bdi_id = bdi_id;
+        frn[i].ctx = wb.ctx;
+        frn[i].memcg_id = wb_memcg;
+        frn[i].at = now;
+    }
+}
+
+/// `mem_cgroup_flush_foreign`, from `balance_dirty_pages` once the dirtier
+/// of `wb` is past the freerun ceilings: for each foreign wb the memcg of
+/// `wb` recorded within the last dirty_expire_interval (older records
+/// are being written by periodic writeback already) and with no flush of
+/// it in flight, issue one (`cgroup_writeback_by_id`, reason
+/// FOREIGN_FLUSH) and clear the record's time.
+pub fn mem_cgroup_flush_foreign(mm: &Mm, wb: &Wb) {
+    let Some(memcg) = mm.memcgs().get(wb_memcg_css_id(wb)) else {
+        return;
+    };
+    let intv = mm.dirty_params().dirty_expire_interval_ns();
+    let now = mm.now();
+    let due: Vec<MemcgCgwbFrn> = {
+        let mut frn = memcg.cgwb_frn.borrow_mut();
+        frn.iter_mut()
+            .filter(|f| f.at > now.saturating_sub(intv) && f.done.cnt.get() == 1)
+            .map(|f| {
+                f.at = 0;
+                f.clone()
+            })
+            .collect()
+    };
+    for f in due {
+        mm.kernel().count_event("flush_foreign");
+        mm.kernel().sim().trace("flush_foreign", || {
+            format!("memcg {}: bdi {} memcg {}", memcg.id, f.bdi_id, f.memcg_id)
+        });
+        cgroup_writeback_by_id(mm, &f, WbReason::ForeignFlush);
+    }
+}
+
+/// `cgroup_writeback_by_id` (fs/fs-writeback.c) for a foreign-dirty record:
+/// the wb of memcg `f.memcg_id` on bdi `f.bdi_id` (looked up, never
+/// created; the memcg must still exist, `css_tryget`) gets a WB_SYNC_NONE,
+/// range-cyclic work item of 1.25x the memcg's dirty pages (most of
+/// them, without being livelocked by concurrent dirtiers), tracked by
+/// the record's completion. Queued as `wb_queue_work` does.
+fn cgroup_writeback_by_id(mm: &Mm, f: &MemcgCgwbFrn, reason: WbReason) {
+    let bdi = mm.bdis().iter().find(|b| b.id == f.bdi_id).cloned();
+    let Some(bdi) = bdi else { return };
+    let Some(memcg) = mm.memcgs().get(f.memcg_id) else {
+        return;
+    };
+    let wb = if memcg.id == ROOT_MEM_CGROUP_ID {
+        bdi.wbs.get(f.ctx).cloned()
+    } else {
+        bdi.cgwb_tree.borrow().get(&(f.ctx, memcg.id)).cloned()
+    };
+    let Some(wb) = wb else { return };
+    // memcg_page_state(memcg, NR_FILE_DIRTY): the root's is the machine's.
+    let dirty = if memcg.id == ROOT_MEM_CGROUP_ID {
+        mm.vm().nr_file_dirty
+    } else {
+        mem_cgroup_wb_stats(&memcg).0
+    };
+    let dirty = dirty * 10 / 8;
+    let mut work = WbWork::new(dirty as i64, SyncMode::None, reason);
+    work.range_cyclic = true;
+    work.done = Some(f.done.clone());
+    mm.kernel().sim().trace("writeback_queue", || {
+        format!(
+            "bdi {}: sb_dev 0 nr_pages={dirty} sync_mode=0 reason={}",
+            wb.name,
+            reason.name()
+        )
+    });
+    if !wb.registered.get() {
+        return;
+    }
+    f.done.cnt.set(f.done.cnt.get() + 1);
+    wb.work_list.borrow_mut().push_back(Rc::new(work));
+    wb_wakeup(mm, &wb);
 }
 
 /// Dirty and writeback pages of a memcg's cgwbs (`mem_cgroup_wb_stats`'s

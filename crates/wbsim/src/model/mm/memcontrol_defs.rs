@@ -11,7 +11,7 @@ use sim::{TaskId, Time};
 use super::mmzone::LruFile;
 
 use crate::model::kernel::sched::CgroupId;
-use crate::model::mm::backing_dev_defs::Wb;
+use crate::model::mm::backing_dev_defs::{Wb, WbCompletion};
 use crate::model::mm::page_writeback::WbDomain;
 
 /// `mem_cgroup_id` of the root memcg. The kernel's root has id 1 (ids come
@@ -59,6 +59,44 @@ pub struct MemCgroup {
     /// completions of its cgwbs, its smoothed dirty_limit); created at the
     /// first use (`wb_domain_init` runs at css alloc in the kernel).
     pub(crate) cgwb_domain: RefCell<Option<WbDomain>>,
+    /// `memcg->cgwb_frn`: recent foreign dirtying of this memcg's folios
+    /// (folios it owns dirtied on inodes of other memcgs' wbs), one slot
+    /// per foreign wb, [`MEMCG_CGWB_FRN_CNT`] slots.
+    pub cgwb_frn: RefCell<[MemcgCgwbFrn; MEMCG_CGWB_FRN_CNT]>,
+}
+
+/// `MEMCG_CGWB_FRN_CNT`: foreign-dirty records kept per memcg
+/// (include/linux/memcontrol.h).
+pub const MEMCG_CGWB_FRN_CNT: usize = 4;
+
+/// `struct memcg_cgwb_frn`: one foreign wb this memcg's folios were
+/// dirtied on.
+#[derive(Clone)]
+pub struct MemcgCgwbFrn {
+    /// `bdi_id` of the foreign inode's bdi (0: unused slot).
+    pub bdi_id: u64,
+    /// The writeback context of that wb (the model's bdis may have
+    /// several; the kernel's one-context bdi needs none).
+    pub ctx: usize,
+    /// `memcg_id` of the foreign wb (0: unused slot).
+    pub memcg_id: u64,
+    /// `at`: when the record was last refreshed, ns (0: never, or its
+    /// flush was issued).
+    pub at: Time,
+    /// `done`: tracks the foreign flush in flight (count 1 when none).
+    pub done: Rc<WbCompletion>,
+}
+
+impl Default for MemcgCgwbFrn {
+    fn default() -> Self {
+        MemcgCgwbFrn {
+            bdi_id: 0,
+            ctx: 0,
+            memcg_id: 0,
+            at: 0,
+            done: WbCompletion::new(),
+        }
+    }
 }
 
 /// memory.events and memcg reclaim counters (`memcg_memory_event`,
@@ -125,6 +163,7 @@ impl MemCgroup {
             tasks: RefCell::new(BTreeSet::new()),
             lru: RefCell::new(BTreeMap::new()),
             cgwb_domain: RefCell::new(None),
+            cgwb_frn: RefCell::new(Default::default()),
         })
     }
 

@@ -29,7 +29,9 @@ use crate::model::errno::IoError;
 use crate::model::kernel::stats::ViolationObjects;
 use crate::model::mm::backing_dev::{wb_start_background_writeback, wb_wakeup, Bdi, Wb};
 use crate::model::mm::filemap::Delta;
-use crate::model::mm::memcontrol::{mem_cgroup_wb_stats_full, with_mem_cgroup_wb_domain};
+use crate::model::mm::memcontrol::{
+    mem_cgroup_flush_foreign, mem_cgroup_wb_stats_full, with_mem_cgroup_wb_domain,
+};
 use crate::model::mm::state::Mm;
 
 /// A task's dirty-throttling state (the fields of `task_struct`).
@@ -272,6 +274,12 @@ pub async fn balance_dirty_pages_ratelimited(
         }
         if step.start_background {
             wb_start_background_writeback(mm, wb);
+        }
+        // Past the freerun ceilings: flush the foreign wbs this wb's memcg
+        // dirtied folios on (they are in its dirty count, but its own
+        // flusher cannot write them).
+        if !matches!(step.action, BdpAction::Freerun { .. }) {
+            mem_cgroup_flush_foreign(mm, wb);
         }
         if let Some(x) = step.set_dirty_exceeded {
             wb.dirty_exceeded.set(x);
