@@ -42,7 +42,13 @@ fn setup() -> Setup {
     let sim = Sim::new(1);
     let m = Machine::new(&sim, MachineConfig::new(2, 4 << 30)).unwrap();
     let dev = BlockDevice::new(&sim, "nvme0n1", DeviceProfile::nvme_dc());
-    let sb = sget(&m, "data", Rc::new(Ext4::default()), Some(dev), BdiSettings::default());
+    let sb = sget(
+        &m,
+        "data",
+        Rc::new(Ext4::default()),
+        Some(dev),
+        BdiSettings::default(),
+    );
     let ca = m.sched().add_cgroup("a", None).unwrap();
     let ma = mem_cgroup_css_online(m.mm(), ca, "a", None, None);
     let cb = m.sched().add_cgroup("b", None).unwrap();
@@ -217,7 +223,13 @@ fn a_memcg_over_its_dirty_limit_flushes_the_foreign_wb_it_dirtied() {
     let sim = Sim::new(1);
     let m = Machine::new(&sim, MachineConfig::new(2, 4 << 30)).unwrap();
     let dev = BlockDevice::new(&sim, "nvme0n1", DeviceProfile::nvme_dc());
-    let sb = sget(&m, "data", Rc::new(Ext4), Some(dev), BdiSettings::default());
+    let sb = sget(
+        &m,
+        "data",
+        Rc::new(Ext4::default()),
+        Some(dev),
+        BdiSettings::default(),
+    );
     let ca = m.sched().add_cgroup("a", None).unwrap();
     mem_cgroup_css_online(m.mm(), ca, "a", None, None);
     let cb = m.sched().add_cgroup("b", None).unwrap();
