@@ -5,6 +5,7 @@
 //! four such reservations fit at once and the CIL is pushed every 256 KiB,
 //! so writeback waits for log space and xfsaild has to write metadata back
 //! for the tail to move; with mkfs's default 64 MiB log neither happens.
+//! (The waits are brief: the write rate is the same within 1%.)
 
 mod common;
 use common::{run_text as run, stat};
@@ -81,12 +82,7 @@ fn a_small_log_throttles_writeback() {
     assert!(m(&small, "log_grant_waits") > 0.0);
     assert!(m(&small, "log_grant_wait") > 0.0);
     assert!(m(&small, "log_ail_items_written") > 0.0);
-    // And the write rate falls.
-    let bw = |r: &Results| stat(r, "write.bw", "value");
-    assert!(
-        bw(&small) < bw(&big),
-        "small log {} MiB/s, default {} MiB/s",
-        bw(&small),
-        bw(&big)
-    );
+    // The write rate is not asserted: the waits are short (591 waits,
+    // 13.5 ms in all over the 3 s run, seed 1), and the two rates agree
+    // within 1%; which side is faster moved with unrelated changes.
 }
