@@ -1,17 +1,16 @@
 //! Folio locks held by writeback: a write into folios that writeback has
 //! locked while it submits their bio waits until the bio is submitted.
 
+mod common;
+
 use std::rc::Rc;
 
 use sim::{Sim, MSEC, SEC};
-use wbsim::model::block::{BlockDevice, DeviceProfile};
+use wbsim::model::block::DeviceProfile;
 use wbsim::model::fs::ext4::Ext4;
 use wbsim::model::fs::read_write::{create_file, vfs_write, IoFlags};
-use wbsim::model::fs::super_::sget;
 use wbsim::model::fs::sync::file_write_and_wait;
 use wbsim::model::init::MachineConfig;
-use wbsim::model::machine::Machine;
-use wbsim::model::mm::backing_dev::BdiSettings;
 use wbsim::model::mm::page_writeback::TaskDirty;
 
 /// Dirties 64 MiB, starts writing it back through a device with one tag
@@ -21,17 +20,14 @@ use wbsim::model::mm::page_writeback::TaskDirty;
 /// With `nowait` the rewrite gets EAGAIN there instead.
 fn rewrite_behind_writeback(nowait: bool) -> (u64, bool) {
     let sim = Sim::new(1);
-    let m = Machine::new(&sim, MachineConfig::new(2, 4 << 30)).unwrap();
     let mut prof = DeviceProfile::nvme_dc();
     prof.write_bw_bytes_per_sec = 100 << 20;
     prof.queue_depth = 1;
-    let dev = BlockDevice::new(&sim, "nvme0n1", prof);
-    let sb = sget(
-        &m,
-        "data",
+    let (m, sb) = common::mounted(
+        &sim,
+        MachineConfig::new(2, 4 << 30),
+        prof,
         Rc::new(Ext4::default()),
-        Some(dev),
-        BdiSettings::default(),
     );
     let f = create_file(&m, &sb);
     let size = 64u64 << 20;
@@ -89,18 +85,15 @@ fn a_nowait_write_gets_eagain_on_a_folio_locked_by_writeback() {
 /// front. Returns the `folio_wait_stable` and `folio_lock_wait` counts.
 fn rewrite_under_writeback(stable_writes: bool) -> (u64, u64) {
     let sim = Sim::new(1);
-    let m = Machine::new(&sim, MachineConfig::new(2, 4 << 30)).unwrap();
     let mut prof = DeviceProfile::nvme_dc();
     prof.write_bw_bytes_per_sec = 100 << 20;
     prof.queue_depth = 1;
     prof.stable_writes = stable_writes;
-    let dev = BlockDevice::new(&sim, "nvme0n1", prof);
-    let sb = sget(
-        &m,
-        "data",
+    let (m, sb) = common::mounted(
+        &sim,
+        MachineConfig::new(2, 4 << 30),
+        prof,
         Rc::new(Ext4::default()),
-        Some(dev),
-        BdiSettings::default(),
     );
     let f = create_file(&m, &sb);
     assert_eq!(f.inode.mapping.borrow().stable_writes(), stable_writes);
@@ -151,14 +144,11 @@ fn a_64k_write_on_xfs_creates_one_folio() {
     use wbsim::model::fs::vfs::Filesystem;
     use wbsim::model::fs::xfs::Xfs;
     let sim = Sim::new(1);
-    let m = Machine::new(&sim, MachineConfig::new(2, 4 << 30)).unwrap();
-    let dev = BlockDevice::new(&sim, "nvme0n1", DeviceProfile::nvme_dc());
-    let sb = sget(
-        &m,
-        "data",
+    let (m, sb) = common::mounted(
+        &sim,
+        MachineConfig::new(2, 4 << 30),
+        DeviceProfile::nvme_dc(),
         Rc::new(Xfs::new()),
-        Some(dev),
-        BdiSettings::default(),
     );
     let f = create_file(&m, &sb);
     let f2 = f.clone();

@@ -9,21 +9,21 @@
 //! the foreign writer here writes new pages (appends), as a writer must for
 //! its pages to be charged to it.
 
+mod common;
+
 use std::rc::Rc;
 
 use sim::{Sim, MSEC, SEC};
-use wbsim::model::block::{BlockDevice, DeviceProfile};
+use wbsim::model::block::DeviceProfile;
 use wbsim::model::fs::ext4::Ext4;
 use wbsim::model::fs::fs_writeback::{inode_switch_wbs, wb_memcg_css_id};
 use wbsim::model::fs::inode::state::I_WB_SWITCH;
 use wbsim::model::fs::read_write::{create_file, vfs_write, File, IoFlags};
-use wbsim::model::fs::super_::sget;
 use wbsim::model::fs::sync::vfs_fsync;
 use wbsim::model::fs::vfs::{wbc_account_cgroup_owner, WbcOwner, WritebackControl};
 use wbsim::model::init::MachineConfig;
 use wbsim::model::kernel::sched::CgroupId;
 use wbsim::model::machine::Machine;
-use wbsim::model::mm::backing_dev::BdiSettings;
 use wbsim::model::mm::backing_dev::{SyncMode, WbReason};
 use wbsim::model::mm::memcontrol::{mem_cgroup_css_online, mem_cgroup_rmdir};
 use wbsim::model::mm::page_writeback::balance::TaskDirty;
@@ -40,14 +40,11 @@ struct Setup {
 
 fn setup() -> Setup {
     let sim = Sim::new(1);
-    let m = Machine::new(&sim, MachineConfig::new(2, 4 << 30)).unwrap();
-    let dev = BlockDevice::new(&sim, "nvme0n1", DeviceProfile::nvme_dc());
-    let sb = sget(
-        &m,
-        "data",
+    let (m, sb) = common::mounted(
+        &sim,
+        MachineConfig::new(2, 4 << 30),
+        DeviceProfile::nvme_dc(),
         Rc::new(Ext4::default()),
-        Some(dev),
-        BdiSettings::default(),
     );
     let ca = m.sched().add_cgroup("a", None).unwrap();
     let ma = mem_cgroup_css_online(m.mm(), ca, "a", None, None);
@@ -221,14 +218,11 @@ fn a_folded_run_equals_folio_by_folio_accounting() {
 #[test]
 fn a_memcg_over_its_dirty_limit_flushes_the_foreign_wb_it_dirtied() {
     let sim = Sim::new(1);
-    let m = Machine::new(&sim, MachineConfig::new(2, 4 << 30)).unwrap();
-    let dev = BlockDevice::new(&sim, "nvme0n1", DeviceProfile::nvme_dc());
-    let sb = sget(
-        &m,
-        "data",
+    let (m, sb) = common::mounted(
+        &sim,
+        MachineConfig::new(2, 4 << 30),
+        DeviceProfile::nvme_dc(),
         Rc::new(Ext4::default()),
-        Some(dev),
-        BdiSettings::default(),
     );
     let ca = m.sched().add_cgroup("a", None).unwrap();
     mem_cgroup_css_online(m.mm(), ca, "a", None, None);

@@ -3,30 +3,27 @@
 //! folio_batch (every FOLIO_BATCH_SIZE-th new folio) moves the batch to the
 //! LRU and takes longer, so a 4 KiB writer's p99 stands above its p50.
 
+mod common;
+
 use std::rc::Rc;
 
 use sim::{Sim, Time, SEC};
-use wbsim::model::block::{BlockDevice, DeviceProfile};
+use wbsim::model::block::DeviceProfile;
 use wbsim::model::fs::ext4::Ext4;
 use wbsim::model::fs::read_write::{create_file, vfs_write, IoFlags};
-use wbsim::model::fs::super_::sget;
 use wbsim::model::init::MachineConfig;
 use wbsim::model::machine::Machine;
-use wbsim::model::mm::backing_dev::BdiSettings;
 use wbsim::model::mm::page_writeback::TaskDirty;
 use wbsim::model::mm::swap::{folio_add_lru, FOLIO_BATCH_SIZE, LRU_ADD_FOLIO_NS, LRU_DRAIN_NS};
 
 #[test]
 fn every_31st_new_4k_folio_drains_the_batch() {
     let sim = Sim::new(1);
-    let m = Machine::new(&sim, MachineConfig::new(2, 24 << 30)).unwrap();
-    let dev = BlockDevice::new(&sim, "nvme0n1", DeviceProfile::nvme_dc());
-    let sb = sget(
-        &m,
-        "data",
+    let (m, sb) = common::mounted(
+        &sim,
+        MachineConfig::new(2, 24 << 30),
+        DeviceProfile::nvme_dc(),
         Rc::new(Ext4::default()),
-        Some(dev),
-        BdiSettings::default(),
     );
     let f = create_file(&m, &sb);
     let n = 31 * 100;

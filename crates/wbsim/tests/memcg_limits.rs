@@ -3,18 +3,18 @@
 //! enforced by reclaim on the return to user space, memory.max by reclaim
 //! at charge time, the penalty sleep with its cap, and memory.pressure.
 
+mod common;
+
 use std::rc::Rc;
 
 use sim::{Sim, Time, MSEC, SEC};
-use wbsim::model::block::{BlockDevice, DeviceProfile};
+use wbsim::model::block::DeviceProfile;
 use wbsim::model::fs::ext4::Ext4;
 use wbsim::model::fs::read_write::{create_file, vfs_read, IoFlags};
-use wbsim::model::fs::super_::sget;
 use wbsim::model::init::MachineConfig;
 use wbsim::model::kernel::locking::{LockStats, Mutex};
 use wbsim::model::kernel::sched::CgroupId;
 use wbsim::model::machine::Machine;
-use wbsim::model::mm::backing_dev::BdiSettings;
 use wbsim::model::mm::memcontrol::{
     calculate_high_delay, calculate_overage, mem_cgroup_css_online, mem_cgroup_handle_over_high,
     mem_cgroup_try_charge, resume_user_mode_over_high, MEMCG_CHARGE_BATCH,
@@ -40,14 +40,11 @@ fn high_delay_is_the_kernels_quadratic_penalty() {
 }
 
 fn machine(sim: &Sim) -> (Rc<Machine>, Rc<wbsim::model::fs::vfs::SuperBlock>) {
-    let m = Machine::new(sim, MachineConfig::new(2, 4 << 30)).unwrap();
-    let dev = BlockDevice::new(sim, "nvme0n1", DeviceProfile::nvme_dc());
-    let sb = sget(
-        &m,
-        "data",
+    let (m, sb) = common::mounted(
+        sim,
+        MachineConfig::new(2, 4 << 30),
+        DeviceProfile::nvme_dc(),
         Rc::new(Ext4::default()),
-        Some(dev),
-        BdiSettings::default(),
     );
     (m, sb)
 }

@@ -3,16 +3,16 @@
 //! a writer that outruns the flusher fills memory with dirty pages and
 //! reclaim throttles on writeback.
 
+mod common;
+
 use std::rc::Rc;
 
 use sim::{Sim, SEC};
-use wbsim::model::block::{BlockDevice, DeviceProfile};
+use wbsim::model::block::DeviceProfile;
 use wbsim::model::fs::ext4::Ext4;
 use wbsim::model::fs::read_write::{create_file, vfs_read, vfs_write, IoFlags};
-use wbsim::model::fs::super_::sget;
 use wbsim::model::init::MachineConfig;
 use wbsim::model::machine::Machine;
-use wbsim::model::mm::backing_dev::BdiSettings;
 use wbsim::model::mm::page_writeback::TaskDirty;
 
 fn machine(
@@ -20,17 +20,9 @@ fn machine(
     cfg: MachineConfig,
     bw: u64,
 ) -> (Rc<Machine>, Rc<wbsim::model::fs::vfs::SuperBlock>) {
-    let m = Machine::new(sim, cfg).unwrap();
     let mut prof = DeviceProfile::nvme_dc();
     prof.write_bw_bytes_per_sec = bw;
-    let dev = BlockDevice::new(sim, "nvme0n1", prof);
-    let sb = sget(
-        &m,
-        "data",
-        Rc::new(Ext4::default()),
-        Some(dev),
-        BdiSettings::default(),
-    );
+    let (m, sb) = common::mounted(sim, cfg, prof, Rc::new(Ext4::default()));
     (m, sb)
 }
 

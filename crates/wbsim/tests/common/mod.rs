@@ -77,3 +77,27 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// The setup of the model-level tests: a machine of `cfg` with one
+/// filesystem `fs` mounted as "data" on a device "nvme0n1" of profile
+/// `prof`, with the default bdi settings.
+pub fn mounted(
+    sim: &sim::Sim,
+    cfg: wbsim::model::init::MachineConfig,
+    prof: wbsim::model::block::DeviceProfile,
+    fs: std::rc::Rc<dyn wbsim::model::fs::vfs::Filesystem>,
+) -> (
+    std::rc::Rc<wbsim::model::machine::Machine>,
+    std::rc::Rc<wbsim::model::fs::vfs::SuperBlock>,
+) {
+    let m = wbsim::model::machine::Machine::new(sim, cfg).unwrap();
+    let dev = wbsim::model::block::BlockDevice::new(sim, "nvme0n1", prof);
+    let sb = wbsim::model::fs::super_::sget(
+        &m,
+        "data",
+        fs,
+        Some(dev),
+        wbsim::model::mm::backing_dev::BdiSettings::default(),
+    );
+    (m, sb)
+}
