@@ -249,3 +249,41 @@ fn over_high_by_more_than_a_batch_is_settled_inside_the_charge_under_the_callers
     assert!(in_charge < MSEC, "in charge {in_charge}");
     assert!(waited < MSEC, "waiter {waited}");
 }
+
+/// Concurrent reclaimers of one memcg isolate folios under its lruvec's
+/// `lru_lock` (a spinlock, one hold per SWAP_CLUSTER_MAX folios): eight
+/// readers over memory.high on four CPUs contend for it and spin, and the
+/// holds are as many as the batches of pages reclaimed.
+#[test]
+fn memcg_reclaimers_isolate_under_the_lruvec_lru_lock_and_spin_on_it() {
+    let sim = Sim::new(1);
+    let (m, sb) = common::mounted(
+        &sim,
+        MachineConfig::new(4, 4 << 30),
+        DeviceProfile::nvme_dc(),
+        Rc::new(Ext4::default()),
+    );
+    let cg = m.sched().add_cgroup("bad", None).unwrap();
+    let memcg = mem_cgroup_css_online(m.mm(), cg, "bad", Some(16 * MIB), None);
+    for _ in 0..8 {
+        let f = create_file(&m, &sb);
+        let m2 = m.clone();
+        m.sched().spawn("reader", cg, 0, async move {
+            let mut pos = 0;
+            while pos < 32 * MIB {
+                vfs_read(&m2, &f, pos, 128 << 10, IoFlags::default())
+                    .await
+                    .unwrap();
+                pos += 128 << 10;
+            }
+        });
+    }
+    sim.run_until(60 * SEC).unwrap();
+    let ev = memcg.events();
+    // 8 x 32 MiB read through a 16 MiB memcg: most of it reclaimed.
+    assert!(ev.pgsteal >= (256 - 16 - 8) * MIB / PAGE_SIZE, "{ev:?}");
+    let lock = m.kernel().locks().class("lruvec->lru_lock").stats().write;
+    assert!(lock.acquisitions >= ev.pgscan / 32, "{lock:?} {ev:?}");
+    assert!(lock.contentions > 0, "{lock:?}");
+    assert_eq!(lock.sleeps, 0, "a spinlock never sleeps");
+}

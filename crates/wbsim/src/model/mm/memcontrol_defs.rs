@@ -10,7 +10,8 @@ use sim::{TaskId, Time};
 
 use super::mmzone::LruFile;
 
-use crate::model::kernel::sched::CgroupId;
+use crate::model::kernel::locking::{LockStats, SpinLock};
+use crate::model::kernel::sched::{CgroupId, Sched};
 use crate::model::mm::backing_dev_defs::{Wb, WbCompletion};
 use crate::model::mm::page_writeback::WbDomain;
 
@@ -63,6 +64,9 @@ pub struct MemCgroup {
     /// (folios it owns dirtied on inodes of other memcgs' wbs), one slot
     /// per foreign wb, [`MEMCG_CGWB_FRN_CNT`] slots.
     pub cgwb_frn: RefCell<[MemcgCgwbFrn; MEMCG_CGWB_FRN_CNT]>,
+    /// `lruvec->lru_lock` of the memcg's lruvec (one node): taken by memcg
+    /// reclaim to isolate folios from the LRU; created at first use.
+    lru_lock: RefCell<Option<SpinLock>>,
 }
 
 /// `MEMCG_CGWB_FRN_CNT`: foreign-dirty records kept per memcg
@@ -164,6 +168,7 @@ impl MemCgroup {
             lru: RefCell::new(BTreeMap::new()),
             cgwb_domain: RefCell::new(None),
             cgwb_frn: RefCell::new(Default::default()),
+            lru_lock: RefCell::new(None),
         })
     }
 
@@ -204,6 +209,15 @@ impl MemCgroup {
     /// Pages charged to the memcg (`page_counter_read(&memcg->memory)`).
     pub fn usage_pages(&self) -> u64 {
         self.usage.get()
+    }
+
+    /// The memcg lruvec's `lru_lock` (lock class `lruvec->lru_lock`, one
+    /// class for every lruvec as lockdep has it), created at first use.
+    pub fn lru_lock(&self, sched: &Sched, locks: &LockStats) -> SpinLock {
+        self.lru_lock
+            .borrow_mut()
+            .get_or_insert_with(|| SpinLock::new(locks.class("lruvec->lru_lock"), sched))
+            .clone()
     }
 
     /// `page_counter_charge`: `pages` more are charged by `task`.

@@ -32,7 +32,9 @@
 //! written in order, so the dirty ones are the youngest); no active/inactive
 //! aging, refaults or shadow entries; no anonymous memory or swap; memcg
 //! reclaim ([`try_to_free_mem_cgroup_pages`]) walks the files charged to the
-//! memcg, oldest first, with the same per-page CPU; PG_reclaim is one node-wide mark ("writeback pages met by a
+//! memcg, oldest first, with the same per-page CPU, its isolation share
+//! taken under the memcg lruvec's `lru_lock` (a spinlock: concurrent
+//! reclaimers of one memcg spin; global reclaim takes no lock here); PG_reclaim is one node-wide mark ("writeback pages met by a
 //! previous pass"), not a per-folio flag; kswapd's short "nap" before full
 //! sleep and kcompactd are left out.
 
@@ -337,7 +339,7 @@ pub async fn try_to_free_mem_cgroup_pages(mm: &Rc<Mm>, memcg_id: u64, nr: u64) -
                 e.pgsteal += st.reclaimed;
             });
         }
-        charge_cpu(mm, &*src, &st).await;
+        charge_cpu_lruvec(mm, mc, &*src, &st).await;
         reclaimed += st.reclaimed;
         if st.unqueued_dirty > 0 && st.unqueued_dirty == st.taken {
             wake_flushers(mm, &*src);
@@ -434,6 +436,45 @@ fn account_scan(mm: &Mm, st: &ScanStat, kswapd: bool) {
     s.nr_immediate += st.immediate;
     s.nr_dirty_seen += st.unqueued_dirty;
     s.nr_writeback_seen += st.writeback;
+}
+
+/// The CPU of a memcg reclaim pass, with the LRU isolation under the memcg
+/// lruvec's `lru_lock`: `shrink_lruvec` scans at most SWAP_CLUSTER_MAX
+/// folios per `shrink_list` call, and `shrink_inactive_list` isolates them
+/// with `lruvec->lru_lock` held (`isolate_lru_folios`), then frees them
+/// without it (`shrink_folio_list`). The isolation share of a page's cost
+/// is the scan-only cost (`reclaim_page_ns / SCAN_COST_DIV`: isolate, test,
+/// put back), the rest of freeing runs unlocked; uncontended, the total is
+/// that of [`charge_cpu`] plus the spinlock's own lock/unlock cost.
+/// Concurrent reclaimers of one memcg spin on the lock, burning CPU.
+/// Simplified: the putback of the pages not freed (`move_folios_to_lru`,
+/// a second hold) is folded into the first hold.
+async fn charge_cpu_lruvec(
+    mm: &Mm,
+    memcg: &super::memcontrol_defs::MemCgroup,
+    src: &dyn ReclaimSource,
+    st: &ScanStat,
+) {
+    let free_ns = src.reclaim_page_ns();
+    let total = st.reclaimed * free_ns + (st.taken - st.reclaimed) * free_ns / SCAN_COST_DIV;
+    let isolate = st.taken * free_ns / SCAN_COST_DIV;
+    if total == 0 {
+        return;
+    }
+    let k = mm.kernel();
+    let lock = memcg.lru_lock(k.sched(), k.locks());
+    let mut left = st.taken;
+    while left > 0 {
+        let n = left.min(SWAP_CLUSTER_MAX);
+        left -= n;
+        let g = lock.lock().await;
+        g.cpu(n * free_ns / SCAN_COST_DIV).await;
+        drop(g);
+    }
+    let rest = total.saturating_sub(isolate);
+    if rest > 0 {
+        k.sched().cpu(rest).await;
+    }
 }
 
 /// The CPU of a pass: every page freed and every page scanned and kept.
