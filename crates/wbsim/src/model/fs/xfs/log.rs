@@ -25,7 +25,8 @@
 //!   (pinned items, those in a checkpoint not yet on disk, are skipped and
 //!   make it force the log), buffers written with `xfs_buf_delwri_submit`,
 //!   an item leaving the AIL at its write completion, which moves the tail
-//!   (`xfs_ail_update_finish` -> `xfs_log_space_wake`).
+//!   (`xfs_ail_update_finish` -> `xfs_log_space_wake`); the 30 s
+//!   `xfs_log_worker` (xfs_log.c) forcing the log and pushing the whole AIL.
 //! - fs/xfs/libxfs/xfs_trans_resv.c: the `tr_write` reservation; its value
 //!   for E4's geometry is measured (see [`XFS_TR_WRITE_LOGRES`]).
 //!
@@ -37,8 +38,10 @@
 //! blocks a waiter); rolling transactions re-reserving (`xfs_trans_roll`,
 //! one reservation per transaction here); the iclog state machine (at most
 //! eight iclogs, `l_iclog_bufs`, in flight: a checkpoint's iclogs are
-//! submitted together); log recovery ordering and the tail pushing at
-//! `xfs_log_worker`'s 30 s idle force; the buffer lock held across an AIL
+//! submitted together); log covering when idle (`xfs_log_need_covered`:
+//! the 30 s worker here always forces and pushes, [`XFS_LOG_WORKER_NS`]);
+//! the push worker is a kthread rather than a work item on the
+//! `xfs-cil` workqueue; the buffer lock held across an AIL
 //! write (a transaction wanting a buffer under writeback would wait for
 //! the I/O); buffer and inode item details beyond their logged size (dirty
 //! bitmaps are an average, see [`XlogItemKind::formatted_bytes`]); CPU of
@@ -105,6 +108,10 @@ pub const XFSAILD_BATCH: usize = 1_000;
 /// How long xfsaild sleeps between passes while its target is not reached:
 /// 10 ms (`xfsaild_push` returns `tout = 10` ms; fs/xfs/xfs_trans_ail.c).
 pub const XFSAILD_RETRY_NS: Time = 10_000 * USEC;
+/// Period of `xfs_log_worker`, ns: 30 s (`xfs_syncd_centisecs` = 3000,
+/// fs/xfs/xfs_globals.c). Each run forces the log without waiting and
+/// pushes the whole AIL (`xfs_ail_push_all`), fs/xfs/xfs_log.c.
+pub const XFS_LOG_WORKER_NS: Time = 30_000_000 * USEC;
 /// Fraction of a btree block that holds records, as an average over the
 /// block's life between splits (half full after a split, full before the
 /// next): 3/4. Estimate.
@@ -399,7 +406,40 @@ impl Xlog {
                 }
             }
         });
+        let w = Rc::downgrade(&log.0);
+        let sim2 = sim.clone();
+        sched.spawn_daemon("xfs-log-worker", CgroupId::ROOT, 0, async move {
+            loop {
+                sim2.sleep(XFS_LOG_WORKER_NS).await;
+                let Some(l) = w.upgrade().map(Xlog) else {
+                    return;
+                };
+                if l.0.dead.get() {
+                    return;
+                }
+                l.log_worker();
+            }
+        });
         log
+    }
+
+    /// `xfs_log_worker`: an asynchronous log force (the CIL is pushed, no
+    /// one waits) and `xfs_ail_push_all` (xfsaild's target becomes the
+    /// newest item now in the AIL).
+    fn log_worker(&self) {
+        let mut s = self.0.st.borrow_mut();
+        if !s.cil.is_empty() && s.push_seq < s.cil_seq {
+            s.push_seq = s.cil_seq;
+            self.0.push_work.wake_up_all();
+        }
+        if let Some((max, _)) = s.ail_by_lsn.iter().next_back() {
+            let target = max + 1;
+            if target > s.ail_target {
+                s.ail_target = target;
+                drop(s);
+                self.0.ail_wake.wake_up_all();
+            }
+        }
     }
 
     /// The log's sizes.
