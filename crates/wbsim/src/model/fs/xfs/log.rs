@@ -323,6 +323,8 @@ struct Inner {
     commit_wait: WaitQueue,
     /// xfsaild's wakeup.
     ail_wake: WaitQueue,
+    /// The log worker's wakeup when the log gets content.
+    worker_wake: WaitQueue,
 }
 
 /// One mounted filesystem's log. Cheap to clone.
@@ -368,6 +370,7 @@ impl Xlog {
             push_work: WaitQueue::new("xlog_cil_push_work"),
             commit_wait: WaitQueue::new("xlog_cil_force_seq"),
             ail_wake: WaitQueue::new("xfsaild"),
+            worker_wake: WaitQueue::new("xfs_log_worker"),
         }));
         let w = Rc::downgrade(&log.0);
         sched.spawn_daemon("xfs-cil", CgroupId::ROOT, 0, async move {
@@ -406,14 +409,27 @@ impl Xlog {
                 }
             }
         });
+        // The kernel requeues the worker every 30 s whatever the log holds;
+        // here it is armed only while the CIL or the AIL holds something
+        // (an idle run does nothing), so that an idle machine's simulation
+        // can end.
         let w = Rc::downgrade(&log.0);
-        let sim2 = sim.clone();
         sched.spawn_daemon("xfs-log-worker", CgroupId::ROOT, 0, async move {
             loop {
-                sim2.sleep(XFS_LOG_WORKER_NS).await;
                 let Some(l) = w.upgrade().map(Xlog) else {
                     return;
                 };
+                let st = l.0.clone();
+                l.0.worker_wake
+                    .wait_event(&l.0.sim, move || {
+                        let s = st.st.borrow();
+                        st.dead.get() || !s.cil.is_empty() || !s.ail.is_empty()
+                    })
+                    .await;
+                if l.0.dead.get() {
+                    return;
+                }
+                l.0.sim.sleep(XFS_LOG_WORKER_NS).await;
                 if l.0.dead.get() {
                     return;
                 }
@@ -546,6 +562,9 @@ impl Xlog {
             s.cil_bytes += used;
             s.reserved = s.reserved.saturating_sub(ticket.bytes);
             s.stats.cil_max_bytes = s.stats.cil_max_bytes.max(s.cil_bytes);
+            if !items.is_empty() {
+                self.0.worker_wake.wake_up_all();
+            }
             let limit = xlog_cil_space_limit(self.0.p.log_bytes);
             if s.cil_bytes >= limit && s.push_seq < s.cil_seq {
                 s.push_seq = s.cil_seq;
@@ -590,6 +609,7 @@ impl Xlog {
     /// Stops the push worker and xfsaild (`xfs_log_unmount`).
     pub fn shutdown(&self) {
         self.0.dead.set(true);
+        self.0.worker_wake.wake_up_all();
         self.0.push_work.wake_up_all();
         self.0.ail_wake.wake_up_all();
     }
@@ -873,6 +893,16 @@ mod tests {
     use crate::model::block::DeviceProfile;
     use crate::model::kernel::sched::SchedParams;
 
+    /// Stops `log`'s kthreads after 1 s of simulated time, so that
+    /// `sim.run()` ends (the 30 s log worker would run forever).
+    fn stop_later(sim: &Sim, sched: &Sched, log: &Xlog) {
+        let (s, l) = (sim.clone(), log.clone());
+        sched.spawn("stop", CgroupId::ROOT, 0, async move {
+            s.sleep(1_000_000 * USEC).await;
+            l.shutdown();
+        });
+    }
+
     fn setup(log_bytes: u64, dev: bool) -> (Sim, Sched, Xlog) {
         let sim = Sim::new(1);
         let sched = Sched::new(&sim, SchedParams::for_cpus(4));
@@ -886,6 +916,7 @@ mod tests {
                 logbsize: 32 << 10,
             },
         );
+        stop_later(&sim, &sched, &log);
         (sim, sched, log)
     }
 
@@ -1008,6 +1039,7 @@ mod tests {
                 logbsize: 32 << 10,
             },
         );
+        stop_later(&sim, &sched, &log);
         let limit = xlog_cil_space_limit(8 << 20);
         let per = XlogItemKind::Bmbt.formatted_bytes(1);
         let l = log.clone();
