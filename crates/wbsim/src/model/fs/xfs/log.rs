@@ -101,9 +101,9 @@ pub const XLOG_AIL_INSERT_NS: Time = 300;
 /// `xfs_buf_delwri_queue`; an inode is flushed into its cluster buffer), ns:
 /// 1 us. Estimate.
 pub const XFSAILD_ITEM_NS: Time = USEC;
-/// Items xfsaild pushes before it submits the delwri list and rechecks:
-/// 1,000 (`xfsaild_push` stops after `XFS_AIL_MAX_PUSH`... the kernel has no
-/// hard cap but submits per pass; 1,000 bounds one pass). Estimate.
+/// Items xfsaild pushes in one pass before it submits its delwri list and
+/// rechecks: 1,000. Estimate: `xfsaild_push` walks until its target or until
+/// too many items are stuck; the bound only keeps one pass finite.
 pub const XFSAILD_BATCH: usize = 1_000;
 /// How long xfsaild sleeps between passes while its target is not reached:
 /// 10 ms (`xfsaild_push` returns `tout = 10` ms; fs/xfs/xfs_trans_ail.c).
