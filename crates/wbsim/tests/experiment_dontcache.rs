@@ -60,9 +60,11 @@ fn e5_kick_beats_inline_and_leaves_buffered_and_direct_alone() {
 
     // Page cache under RWF_DONTCACHE stays well below buffered's. Since
     // file_peak_cached is the job's own file (not the machine's), the kick
-    // variant's random dontcache writer holds ~44 MiB of its file at its
-    // peak against ~250 MiB buffered: the bound is 4x, not the 20x the
-    // machine-wide figure met (open question in the fioguide report).
+    // variant's random dontcache writer holds ~81 MiB of its file at its
+    // peak against ~250 MiB buffered (~44 MiB before XFS writeback paid
+    // 1 us per further bio, XFS_BIO_NS, which slows the flusher on random
+    // pages): the bound is 2x, not the 20x the machine-wide figure met
+    // (open question in the fioguide report).
     for r in [&inline, &kick] {
         for pat in ["seq", "rand"] {
             let dc = stat(
@@ -76,7 +78,7 @@ fn e5_kick_beats_inline_and_leaves_buffered_and_direct_alone() {
                 "value",
             );
             assert!(
-                dc * 4.0 < buf,
+                dc * 2.0 < buf,
                 "[{}] {pat}: dontcache peak cached {dc} MiB vs buffered {buf}",
                 r.variant
             );
