@@ -25,7 +25,8 @@
 //!   (pinned items, those in a checkpoint not yet on disk, are skipped and
 //!   make it force the log), buffers written with `xfs_buf_delwri_submit`,
 //!   an item leaving the AIL at its write completion, which moves the tail
-//!   (`xfs_ail_update_finish` -> `xfs_log_space_wake`).
+//!   (`xfs_ail_update_finish` -> `xfs_log_space_wake`); the 30 s
+//!   `xfs_log_worker` (xfs_log.c) forcing the log and pushing the whole AIL.
 //! - fs/xfs/libxfs/xfs_trans_resv.c: the `tr_write` reservation; its value
 //!   for E4's geometry is measured (see [`XFS_TR_WRITE_LOGRES`]).
 //!
@@ -37,8 +38,10 @@
 //! blocks a waiter); rolling transactions re-reserving (`xfs_trans_roll`,
 //! one reservation per transaction here); the iclog state machine (at most
 //! eight iclogs, `l_iclog_bufs`, in flight: a checkpoint's iclogs are
-//! submitted together); log recovery ordering and the tail pushing at
-//! `xfs_log_worker`'s 30 s idle force; the buffer lock held across an AIL
+//! submitted together); log covering when idle (`xfs_log_need_covered`:
+//! the 30 s worker here always forces and pushes, [`XFS_LOG_WORKER_NS`]);
+//! the push worker is a kthread rather than a work item on the
+//! `xfs-cil` workqueue; the buffer lock held across an AIL
 //! write (a transaction wanting a buffer under writeback would wait for
 //! the I/O); buffer and inode item details beyond their logged size (dirty
 //! bitmaps are an average, see [`XlogItemKind::formatted_bytes`]); CPU of
@@ -98,13 +101,17 @@ pub const XLOG_AIL_INSERT_NS: Time = 300;
 /// `xfs_buf_delwri_queue`; an inode is flushed into its cluster buffer), ns:
 /// 1 us. Estimate.
 pub const XFSAILD_ITEM_NS: Time = USEC;
-/// Items xfsaild pushes before it submits the delwri list and rechecks:
-/// 1,000 (`xfsaild_push` stops after `XFS_AIL_MAX_PUSH`... the kernel has no
-/// hard cap but submits per pass; 1,000 bounds one pass). Estimate.
+/// Items xfsaild pushes in one pass before it submits its delwri list and
+/// rechecks: 1,000. Estimate: `xfsaild_push` walks until its target or until
+/// too many items are stuck; the bound only keeps one pass finite.
 pub const XFSAILD_BATCH: usize = 1_000;
 /// How long xfsaild sleeps between passes while its target is not reached:
 /// 10 ms (`xfsaild_push` returns `tout = 10` ms; fs/xfs/xfs_trans_ail.c).
 pub const XFSAILD_RETRY_NS: Time = 10_000 * USEC;
+/// Period of `xfs_log_worker`, ns: 30 s (`xfs_syncd_centisecs` = 3000,
+/// fs/xfs/xfs_globals.c). Each run forces the log without waiting and
+/// pushes the whole AIL (`xfs_ail_push_all`), fs/xfs/xfs_log.c.
+pub const XFS_LOG_WORKER_NS: Time = 30_000_000 * USEC;
 /// Fraction of a btree block that holds records, as an average over the
 /// block's life between splits (half full after a split, full before the
 /// next): 3/4. Estimate.
@@ -316,6 +323,8 @@ struct Inner {
     commit_wait: WaitQueue,
     /// xfsaild's wakeup.
     ail_wake: WaitQueue,
+    /// The log worker's wakeup when the log gets content.
+    worker_wake: WaitQueue,
 }
 
 /// One mounted filesystem's log. Cheap to clone.
@@ -361,6 +370,7 @@ impl Xlog {
             push_work: WaitQueue::new("xlog_cil_push_work"),
             commit_wait: WaitQueue::new("xlog_cil_force_seq"),
             ail_wake: WaitQueue::new("xfsaild"),
+            worker_wake: WaitQueue::new("xfs_log_worker"),
         }));
         let w = Rc::downgrade(&log.0);
         sched.spawn_daemon("xfs-cil", CgroupId::ROOT, 0, async move {
@@ -399,7 +409,53 @@ impl Xlog {
                 }
             }
         });
+        // The kernel requeues the worker every 30 s whatever the log holds;
+        // here it is armed only while the CIL or the AIL holds something
+        // (an idle run does nothing), so that an idle machine's simulation
+        // can end.
+        let w = Rc::downgrade(&log.0);
+        sched.spawn_daemon("xfs-log-worker", CgroupId::ROOT, 0, async move {
+            loop {
+                let Some(l) = w.upgrade().map(Xlog) else {
+                    return;
+                };
+                let st = l.0.clone();
+                l.0.worker_wake
+                    .wait_event(&l.0.sim, move || {
+                        let s = st.st.borrow();
+                        st.dead.get() || !s.cil.is_empty() || !s.ail.is_empty()
+                    })
+                    .await;
+                if l.0.dead.get() {
+                    return;
+                }
+                l.0.sim.sleep(XFS_LOG_WORKER_NS).await;
+                if l.0.dead.get() {
+                    return;
+                }
+                l.log_worker();
+            }
+        });
         log
+    }
+
+    /// `xfs_log_worker`: an asynchronous log force (the CIL is pushed, no
+    /// one waits) and `xfs_ail_push_all` (xfsaild's target becomes the
+    /// newest item now in the AIL).
+    fn log_worker(&self) {
+        let mut s = self.0.st.borrow_mut();
+        if !s.cil.is_empty() && s.push_seq < s.cil_seq {
+            s.push_seq = s.cil_seq;
+            self.0.push_work.wake_up_all();
+        }
+        if let Some((max, _)) = s.ail_by_lsn.iter().next_back() {
+            let target = max + 1;
+            if target > s.ail_target {
+                s.ail_target = target;
+                drop(s);
+                self.0.ail_wake.wake_up_all();
+            }
+        }
     }
 
     /// The log's sizes.
@@ -506,6 +562,9 @@ impl Xlog {
             s.cil_bytes += used;
             s.reserved = s.reserved.saturating_sub(ticket.bytes);
             s.stats.cil_max_bytes = s.stats.cil_max_bytes.max(s.cil_bytes);
+            if !items.is_empty() {
+                self.0.worker_wake.wake_up_all();
+            }
             let limit = xlog_cil_space_limit(self.0.p.log_bytes);
             if s.cil_bytes >= limit && s.push_seq < s.cil_seq {
                 s.push_seq = s.cil_seq;
@@ -550,6 +609,7 @@ impl Xlog {
     /// Stops the push worker and xfsaild (`xfs_log_unmount`).
     pub fn shutdown(&self) {
         self.0.dead.set(true);
+        self.0.worker_wake.wake_up_all();
         self.0.push_work.wake_up_all();
         self.0.ail_wake.wake_up_all();
     }
@@ -833,6 +893,16 @@ mod tests {
     use crate::model::block::DeviceProfile;
     use crate::model::kernel::sched::SchedParams;
 
+    /// Stops `log`'s kthreads after 1 s of simulated time, so that
+    /// `sim.run()` ends (the 30 s log worker would run forever).
+    fn stop_later(sim: &Sim, sched: &Sched, log: &Xlog) {
+        let (s, l) = (sim.clone(), log.clone());
+        sched.spawn("stop", CgroupId::ROOT, 0, async move {
+            s.sleep(1_000_000 * USEC).await;
+            l.shutdown();
+        });
+    }
+
     fn setup(log_bytes: u64, dev: bool) -> (Sim, Sched, Xlog) {
         let sim = Sim::new(1);
         let sched = Sched::new(&sim, SchedParams::for_cpus(4));
@@ -846,6 +916,7 @@ mod tests {
                 logbsize: 32 << 10,
             },
         );
+        stop_later(&sim, &sched, &log);
         (sim, sched, log)
     }
 
@@ -968,6 +1039,7 @@ mod tests {
                 logbsize: 32 << 10,
             },
         );
+        stop_later(&sim, &sched, &log);
         let limit = xlog_cil_space_limit(8 << 20);
         let per = XlogItemKind::Bmbt.formatted_bytes(1);
         let l = log.clone();
