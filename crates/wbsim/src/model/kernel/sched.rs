@@ -147,6 +147,17 @@ struct Entity {
     preempt_count: u32,
 }
 
+impl Entity {
+    /// A new `cpu()` request of `ns` starts (its service owed, whether it
+    /// may be preempted, and who to wake when it is served).
+    fn begin_request(&mut self, ns: Time, preemptible: bool, waker: Waker) {
+        self.remaining = ns;
+        self.preemptible = preemptible;
+        self.done = false;
+        self.waker = Some(waker);
+    }
+}
+
 struct Cgroup {
     name: String,
     /// Allowed CPUs (cpuset.cpus), one flag per CPU.
@@ -655,10 +666,7 @@ impl Sched {
                 .get()
                 .saturating_sub(self.0.params.sleeper_credit_ns);
             e.vruntime = e.vruntime.max(floor);
-            e.remaining = ns;
-            e.preemptible = preemptible;
-            e.done = false;
-            e.waker = Some(waker);
+            e.begin_request(ns, preemptible, waker);
             e.state = State::Runnable { since: now };
             e.enq_seq = seq;
             (e.vruntime, e.cgroup)
@@ -826,12 +834,8 @@ impl Sched {
             (slice, e.cgroup, waited, e.vruntime)
         };
         self.cg_wait_end(cg, now, waited);
-        let s = self.clone();
-        let timer = self.0.sim.schedule_in(slice, move || s.slice_end(cpu, id));
+        self.run_on(cpu, id, slice, vruntime);
         let mut cpus = self.0.cpus.borrow_mut();
-        cpus[cpu].current = Some(id);
-        cpus[cpu].curr_vruntime = vruntime;
-        cpus[cpu].timer = Some(timer);
         cpus[cpu].slice_start = now;
         if cpus[cpu].prev != Some(id) {
             cpus[cpu].prev = Some(id);
@@ -839,6 +843,17 @@ impl Sched {
         }
         drop(cpus);
         self.update_min_vruntime();
+    }
+
+    /// Makes `id` (vruntime `vruntime`, already in the Running state) the
+    /// task on `cpu`, with its slice-end timer `run` from now.
+    fn run_on(&self, cpu: usize, id: TaskId, run: Time, vruntime: u64) {
+        let s = self.clone();
+        let timer = self.0.sim.schedule_in(run, move || s.slice_end(cpu, id));
+        let mut cpus = self.0.cpus.borrow_mut();
+        cpus[cpu].current = Some(id);
+        cpus[cpu].curr_vruntime = vruntime;
+        cpus[cpu].timer = Some(timer);
     }
 
     /// The running task's slice (or request) ended.
@@ -956,20 +971,11 @@ impl Sched {
             let mut tasks = self.0.tasks.borrow_mut();
             let e = tasks.get_mut(&id).expect("registered");
             debug_assert_eq!(e.state, State::Idle, "sched: nested cpu() request");
-            e.remaining = ns;
-            e.preemptible = preemptible;
-            e.done = false;
-            e.waker = Some(waker.clone());
+            e.begin_request(ns, preemptible, waker.clone());
             e.state = State::Running { cpu, since: now };
             e.vruntime
         };
-        let s = self.clone();
-        let timer = self.0.sim.schedule_in(run, move || s.slice_end(cpu, id));
-        let mut cpus = self.0.cpus.borrow_mut();
-        cpus[cpu].current = Some(id);
-        cpus[cpu].curr_vruntime = vruntime;
-        cpus[cpu].timer = Some(timer);
-        drop(cpus);
+        self.run_on(cpu, id, run, vruntime);
         self.update_min_vruntime();
         true
     }
