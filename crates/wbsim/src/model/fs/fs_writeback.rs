@@ -72,27 +72,9 @@ pub fn inode_sb(m: &Machine, inode: &InodeRef) -> Rc<SuperBlock> {
 
 // ------------------------------------------------------------ waking the flusher
 
-/// `wb_queue_work`.
-pub fn wb_queue_work(m: &Rc<Machine>, wb: &Rc<Wb>, work: Rc<WbWork>) {
-    m.sim().trace("writeback_queue", || {
-        format!(
-            "bdi {}: sb_dev {} nr_pages={} sync_mode={} reason={}",
-            wb.name,
-            work.sb.unwrap_or(0),
-            work.nr_pages.get(),
-            (work.sync_mode == SyncMode::All) as u8,
-            work.reason.name()
-        )
-    });
-    if !wb.registered.get() {
-        return;
-    }
-    if let Some(d) = &work.done {
-        d.cnt.set(d.cnt.get() + 1);
-    }
-    wb.work_list.borrow_mut().push_back(work);
-    wb_wakeup(m.mm(), wb);
-}
+/// `wb_queue_work` lives beside `wb_wakeup` in mm/backing_dev.rs, where
+/// memcg's foreign flush (mm/memcontrol.rs) can call it too.
+pub use crate::model::mm::backing_dev::wb_queue_work;
 
 /// `wb_start_writeback` (for `wakeup_flusher_threads`): one start_all per wb.
 pub fn wb_start_writeback(m: &Rc<Machine>, wb: &Rc<Wb>, reason: WbReason) {

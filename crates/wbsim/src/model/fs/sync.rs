@@ -38,7 +38,7 @@ async fn split_work_and_wait(
         }
         let mut w = base();
         w.done = Some(done.clone());
-        wb_queue_work(m, wb, Rc::new(w));
+        wb_queue_work(m.mm(), wb, Rc::new(w));
     }
     // Drop the issuer's reference and wait (wb_wait_for_completion).
     done.put();

@@ -132,6 +132,30 @@ pub fn wb_wakeup(mm: &Mm, wb: &Rc<Wb>) {
     }
 }
 
+/// `wb_queue_work` (fs/fs-writeback.c): queues `work` on `wb`'s list and
+/// wakes its flusher; a wb no longer registered drops it (its completion,
+/// if any, is not counted).
+pub fn wb_queue_work(mm: &Mm, wb: &Rc<Wb>, work: Rc<WbWork>) {
+    mm.kernel().sim().trace("writeback_queue", || {
+        format!(
+            "bdi {}: sb_dev {} nr_pages={} sync_mode={} reason={}",
+            wb.name,
+            work.sb.unwrap_or(0),
+            work.nr_pages.get(),
+            (work.sync_mode == SyncMode::All) as u8,
+            work.reason.name()
+        )
+    });
+    if !wb.registered.get() {
+        return;
+    }
+    if let Some(d) = &work.done {
+        d.cnt.set(d.cnt.get() + 1);
+    }
+    wb.work_list.borrow_mut().push_back(work);
+    wb_wakeup(mm, wb);
+}
+
 /// `wb_wakeup_delayed`: run the flusher after dirty_writeback_interval unless
 /// it is already armed (queue_delayed_work never shortens a pending timer).
 pub fn wb_wakeup_delayed(mm: &Mm, wb: &Rc<Wb>) {

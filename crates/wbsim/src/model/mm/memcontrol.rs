@@ -47,7 +47,9 @@ use crate::model::errno::IoError;
 use crate::model::kernel::sched::CgroupId;
 use crate::model::kernel::timer::schedule_timeout_end;
 use crate::model::kernel::workqueue::{queue_work, Work};
-use crate::model::mm::backing_dev::{wb_memcg_offline, wb_wakeup, SyncMode, Wb, WbReason, WbWork};
+use crate::model::mm::backing_dev::{
+    wb_memcg_offline, wb_queue_work, SyncMode, Wb, WbReason, WbWork,
+};
 use crate::model::mm::memcontrol_defs::MemcgCgwbFrn;
 pub use crate::model::mm::memcontrol_defs::{
     MemCgroup, MemcgEvents, MemcgTable, PsiMem, ROOT_MEM_CGROUP_ID,
@@ -403,19 +405,7 @@ fn cgroup_writeback_by_id(mm: &Mm, f: &MemcgCgwbFrn, reason: WbReason) {
     let mut work = WbWork::new(dirty as i64, SyncMode::None, reason);
     work.range_cyclic = true;
     work.done = Some(f.done.clone());
-    mm.kernel().sim().trace("writeback_queue", || {
-        format!(
-            "bdi {}: sb_dev 0 nr_pages={dirty} sync_mode=0 reason={}",
-            wb.name,
-            reason.name()
-        )
-    });
-    if !wb.registered.get() {
-        return;
-    }
-    f.done.cnt.set(f.done.cnt.get() + 1);
-    wb.work_list.borrow_mut().push_back(Rc::new(work));
-    wb_wakeup(mm, &wb);
+    wb_queue_work(mm, &wb, Rc::new(work));
 }
 
 /// Dirty and writeback pages of a memcg's cgwbs (`mem_cgroup_wb_stats`'s
