@@ -30,6 +30,9 @@ fn profile(bw: u64, lat_ns: u64, queue_depth: u32, parallelism: u32, max: u64) -
         latency_cv_pct: 0,
         cmd_ns: 0,
         stable_writes: false,
+        // Writeback throttling off: these tests check the device alone
+        // (the wbt tests below turn it on).
+        wbt_lat_ns: 0,
     }
 }
 
@@ -105,7 +108,10 @@ fn random_4k_bandwidth_bound_gives_bw_over_size() {
 #[test]
 fn deep_sequential_stream_reaches_bandwidth() {
     let sim = Sim::new(1);
-    let p = DeviceProfile::builtin("nvme-dc").unwrap();
+    let mut p = DeviceProfile::builtin("nvme-dc").unwrap();
+    // The device alone: no writeback throttling, whose window timer would
+    // keep the run going after the stream (and limits it to 8 in flight).
+    p.wbt_lat_ns = 0;
     let bw = p.write_bw_bytes_per_sec as f64;
     let dev = BlockDevice::new(&sim, "nvme0n1", p);
     let done = Rc::new(Cell::new(0u32));
@@ -293,6 +299,7 @@ fn preflush_fua_write_and_no_write_cache() {
             fua: true,
             sync: true,
             preflush: true,
+            ..BioFlags::default()
         };
         // Journal commit block: flush (50 us), write (20 us + 1 ms), FUA (30 us).
         d.submit_bio_wait(Bio::write(0, MIB).with_flags(f)).await;
@@ -316,6 +323,7 @@ fn preflush_fua_write_and_no_write_cache() {
             fua: true,
             sync: true,
             preflush: true,
+            ..BioFlags::default()
         };
         d.submit_bio_wait(Bio::write(0, MIB).with_flags(f)).await;
         (t, s.now())
@@ -618,4 +626,99 @@ fn command_processor_serialises_commands() {
     // 640 commands at 10 us each: 6.4 ms, plus the last one's latency.
     let t = sim.now();
     assert!((6_400 * USEC..6_440 * USEC).contains(&t), "{t}");
+}
+
+/// One task submitting `n` 4 KiB writes with `flags` without waiting for
+/// them (as writeback does), far apart so that none merges.
+fn async_writer(dev: &BlockDevice, sim: &Sim, n: u64, flags: BioFlags) {
+    let d = dev.clone();
+    sim.spawn("writeback", async move {
+        for i in 0..n {
+            let off = i * 1_000_003 * 4 * KIB;
+            d.submit_bio(Bio::write(off, 4 * KIB).with_flags(flags), Box::new(|| {}))
+                .await;
+        }
+    });
+}
+
+fn wbt_profile() -> DeviceProfile {
+    DeviceProfile {
+        wbt_lat_ns: 2 * MSEC,
+        ..profile(4_096_000_000, 20 * USEC, 128, 32, MIB)
+    }
+}
+
+#[test]
+fn background_writeback_in_flight_is_held_to_the_wbt_limit() {
+    let bg = BioFlags {
+        background: true,
+        ..BioFlags::default()
+    };
+    // 128 tags, but blk-wbt starts at depth min(16, 128) = 16: background
+    // writeback may have (16 + 3) / 4 = 4 requests in flight, and with a
+    // write cache the submitter waits for them all to drain.
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(&sim, "d", wbt_profile());
+    async_writer(&dev, &sim, 200, bg);
+    sim.run().unwrap();
+    let st = dev.stats();
+    assert_eq!(st.writes, 200);
+    assert_eq!(st.max_in_flight, 4, "{st:?}");
+    let (w, _) = dev.wbt_stats().expect("wbt on");
+    assert!(w.throttled > 40, "{w:?}");
+    // Without blk-wbt the same submitter fills the tags.
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(
+        &sim,
+        "d",
+        DeviceProfile {
+            wbt_lat_ns: 0,
+            ..wbt_profile()
+        },
+    );
+    async_writer(&dev, &sim, 200, bg);
+    sim.run().unwrap();
+    assert!(dev.stats().max_in_flight >= 100, "{:?}", dev.stats());
+}
+
+#[test]
+fn direct_io_writes_are_not_throttled_by_wbt() {
+    let dio = BioFlags {
+        sync: true,
+        idle: true,
+        ..BioFlags::default()
+    };
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(&sim, "d", wbt_profile());
+    async_writer(&dev, &sim, 200, dio);
+    sim.run().unwrap();
+    assert!(dev.stats().max_in_flight >= 100, "{:?}", dev.stats());
+    assert_eq!(dev.wbt_stats().expect("wbt on").0.throttled, 0);
+}
+
+#[test]
+fn a_write_only_load_scales_the_wbt_depth_up() {
+    let bg = BioFlags {
+        background: true,
+        ..BioFlags::default()
+    };
+    // Writes only, for about a second: every 100 ms window scales up
+    // (LAT_UNKNOWN_WRITES) until the depth reaches 3/4 of the queue, 96,
+    // whose background limit is (96 + 3) / 4 = 24.
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(
+        &sim,
+        "d",
+        DeviceProfile {
+            wbt_lat_ns: 2 * MSEC,
+            ..profile(400_000_000, 200 * USEC, 128, 32, MIB)
+        },
+    );
+    async_writer(&dev, &sim, 40_000, bg);
+    sim.run().unwrap();
+    let (w, limits) = dev.wbt_stats().expect("wbt on");
+    assert_eq!(w.max_depth_seen, 96, "{w:?} {limits:?}");
+    assert!(w.scale_ups >= 3, "{w:?}");
+    let st = dev.stats();
+    assert!(st.max_in_flight > 4 && st.max_in_flight <= 24, "{st:?}");
 }

@@ -43,6 +43,8 @@ key_table! {
             "Extra completion latency of a FUA write.";
         stable_writes: Bool => |p, x| p.stable_writes = x,
             "The device needs stable pages during writeback (BLK_FEAT_STABLE_WRITES).";
+        wbt_lat: Duration => |p, ns| p.wbt_lat_ns = ns,
+            "Writeback throttling's read-latency target (wbt_lat_usec); 0 turns blk-wbt off.";
     }
 }
 

@@ -3,10 +3,11 @@
 //!
 //! Models `include/linux/blk_types.h` (`enum req_op`: `REQ_OP_READ`,
 //! `REQ_OP_WRITE`, `REQ_OP_FLUSH`; flags `REQ_SYNC`, `REQ_FUA`,
-//! `REQ_PREFLUSH`) and the trace "rwbs" string of `blk_fill_rwbs()`
-//! (`kernel/trace/blktrace.c`). Simplified: a bio is one contiguous byte range
-//! with no pages or segments; discard, write-zeroes, metadata, readahead and
-//! priority flags are left out.
+//! `REQ_PREFLUSH`, and the `REQ_IDLE`, `REQ_META` and `REQ_BACKGROUND` hints
+//! that writeback throttling reads) and the trace "rwbs" string of
+//! `blk_fill_rwbs()` (`kernel/trace/blktrace.c`). Simplified: a bio is one
+//! contiguous byte range with no pages or segments; discard, write-zeroes,
+//! readahead and priority flags are left out.
 
 /// 512-byte sectors, as the block layer counts them (`SECTOR_SHIFT`).
 pub const SECTOR_BYTES: u64 = 512;
@@ -32,6 +33,14 @@ pub struct BioFlags {
     pub sync: bool,
     /// `REQ_PREFLUSH`: flush the device cache before the data is written.
     pub preflush: bool,
+    /// `REQ_IDLE`: nothing more follows soon (O_DIRECT writes and log
+    /// writes set it with `REQ_SYNC`; blk-wbt does not throttle those).
+    pub idle: bool,
+    /// `REQ_META`: filesystem metadata (blk-wbt gives it the full depth).
+    pub meta: bool,
+    /// `REQ_BACKGROUND`: background or periodic writeback
+    /// (`wbc_to_write_flags` for `for_background` / `for_kupdate`).
+    pub background: bool,
 }
 
 /// One bio: what to do to which byte range.
@@ -116,6 +125,9 @@ pub fn rwbs(op: BioOp, flags: BioFlags) -> String {
     if flags.sync {
         s.push('S');
     }
+    if flags.meta {
+        s.push('M');
+    }
     s
 }
 
@@ -130,8 +142,15 @@ mod tests {
             fua: true,
             sync: true,
             preflush: true,
+            ..BioFlags::default()
         };
         assert_eq!(rwbs(BioOp::Write, f), "FWFS");
+        let meta = BioFlags {
+            sync: true,
+            meta: true,
+            ..BioFlags::default()
+        };
+        assert_eq!(rwbs(BioOp::Write, meta), "WSM");
         assert_eq!(rwbs(BioOp::Flush, Bio::flush().flags), "F");
     }
 }

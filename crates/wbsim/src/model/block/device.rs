@@ -43,6 +43,7 @@ use sim::{Sim, SimRng, Time};
 use super::bio::{rwbs, Bio, BioFlags, BioOp, SECTOR_BYTES};
 use super::profile::DeviceProfile;
 use super::stats::DeviceStats;
+use super::wbt::{Wbt, WbtStats};
 use crate::model::errno::Errno;
 use crate::model::kernel::sched::{CgroupId, Sched};
 
@@ -91,6 +92,10 @@ struct Request {
     accounted: bool,
     /// The submitter sleeping for this request's tag.
     tag_waiter: Option<Waker>,
+    /// Counted in writeback throttling's in-flight writes (`WBT_TRACKED`).
+    wbt_tracked: bool,
+    /// When it was sent to the device (`io_start_time_ns`), ns.
+    issue_ns: Time,
 }
 
 impl Request {
@@ -145,6 +150,11 @@ struct Inner {
     /// Service times ([`DeviceProfile::latency_cv_pct`]): the run's seeded
     /// substream `blk:NAME`, so runs stay deterministic.
     service: RefCell<ServiceTime>,
+    /// Writeback throttling (`rq_qos` WBT), if the profile has it on.
+    wbt: RefCell<Option<Wbt>>,
+    /// The bdi's last `balance_dirty_pages` sleep (`bdi->last_bdp_sleep`),
+    /// shared by the bdi of the filesystem on this device.
+    last_bdp_sleep: RefCell<Option<Rc<Cell<Option<Time>>>>>,
 }
 
 /// Draws each request's latency phase: the profile's mean, spread as a gamma
@@ -250,6 +260,12 @@ impl BlockDevice {
                 sim.rng(&format!("blk:{name}")),
                 profile.latency_cv_pct,
             )),
+            wbt: RefCell::new(
+                (profile.wbt_lat_ns > 0).then(|| {
+                    Wbt::new(profile.wbt_lat_ns, profile.queue_depth, profile.write_cache)
+                }),
+            ),
+            last_bdp_sleep: RefCell::new(None),
             profile,
         }))
     }
@@ -316,16 +332,135 @@ impl BlockDevice {
 
     /// `submit_bio()`: queues `bio` and returns once each of its requests has
     /// a tag (or it merged into a queued request); `end_io` is called from a
-    /// timer callback when the whole bio has completed.
+    /// timer callback when the whole bio has completed. A write that
+    /// writeback throttling tracks ([`Wbt::tracks`]) first waits, piece by
+    /// piece, for an in-flight slot (`rq_qos_throttle` in
+    /// `blk_mq_submit_bio`, after the merge attempt).
     pub async fn submit_bio(&self, bio: Bio, end_io: EndIo) {
-        let waits = self.queue_bio(bio, end_io);
-        for rq in waits {
-            TagWait {
+        let throttled =
+            bio.op == BioOp::Write && Wbt::tracks(bio.flags) && self.0.wbt.borrow().is_some();
+        if !throttled {
+            let waits = self.queue_bio(bio, end_io);
+            for rq in waits {
+                TagWait {
+                    dev: self.clone(),
+                    rq,
+                }
+                .await;
+            }
+            return;
+        }
+        let Some((bio, pieces, end)) = self.prepare_bio(bio, end_io) else {
+            return;
+        };
+        for (i, (off, len)) in pieces.into_iter().enumerate() {
+            let flags = BioFlags {
+                preflush: bio.flags.preflush && i == 0,
+                ..bio.flags
+            };
+            {
+                let mut st = self.0.st.borrow_mut();
+                account(&mut st, self.0.sim.now());
+                if self.try_back_merge(&mut st, bio.op, flags, off, len, &end) {
+                    continue;
+                }
+            }
+            self.wbt_wait(flags).await;
+            let wait = {
+                let mut st = self.0.st.borrow_mut();
+                account(&mut st, self.0.sim.now());
+                let w = self.new_request(&mut st, bio.op, flags, off, len, &end, true);
+                self.run_dispatch(&mut st);
+                w
+            };
+            if let Some(rq) = wait {
+                TagWait {
+                    dev: self.clone(),
+                    rq,
+                }
+                .await;
+            }
+        }
+    }
+
+    /// Lets writeback throttling see the bdi's `balance_dirty_pages` sleeps
+    /// (`wb_recent_wait`): the filesystem's bdi shares its `last_bdp_sleep`.
+    pub fn set_bdp_sleep_source(&self, last_bdp_sleep: Rc<Cell<Option<Time>>>) {
+        *self.0.last_bdp_sleep.borrow_mut() = Some(last_bdp_sleep);
+    }
+
+    /// Writeback throttling's counters and current limits (max, normal,
+    /// background), if it is on.
+    pub fn wbt_stats(&self) -> Option<(WbtStats, (u32, u32, u32))> {
+        self.0.wbt.borrow().as_ref().map(|w| (w.stats, w.limits()))
+    }
+
+    /// `wb_recent_wait()`: a task slept in `balance_dirty_pages` on this
+    /// device's bdi within the last second.
+    fn recent_wait(&self) -> bool {
+        let last = self
+            .0
+            .last_bdp_sleep
+            .borrow()
+            .as_ref()
+            .and_then(|c| c.get());
+        Wbt::recent_wait(last, self.0.sim.now())
+    }
+
+    /// `wbt_wait` -> `rq_qos_wait`: takes an in-flight slot for a tracked
+    /// write, sleeping FIFO behind earlier waiters while over the limit;
+    /// then arms the monitoring window if none is active.
+    async fn wbt_wait(&self, flags: BioFlags) {
+        let now = self.0.sim.now();
+        let recent = self.recent_wait();
+        let ticket = {
+            let mut w = self.0.wbt.borrow_mut();
+            let w = w.as_mut().expect("wbt on");
+            if w.try_acquire(flags, now, recent) {
+                None
+            } else {
+                Some(w.enqueue(flags))
+            }
+        };
+        if let Some(id) = ticket {
+            WbtWait {
                 dev: self.clone(),
-                rq,
+                id,
             }
             .await;
         }
+        let arm = self
+            .0
+            .wbt
+            .borrow_mut()
+            .as_mut()
+            .and_then(|w| w.arm_if_idle());
+        if let Some(win) = arm {
+            self.schedule_wbt_window(win);
+        }
+    }
+
+    /// The end of a monitoring window in `win` ns (`wb_timer_fn`).
+    fn schedule_wbt_window(&self, win: Time) {
+        let weak = Rc::downgrade(&self.0);
+        self.0.sim.schedule_in(win, move || {
+            let Some(dev) = upgrade(&weak) else { return };
+            let now = dev.0.sim.now();
+            let recent = dev.recent_wait();
+            let (rearm, wake) = {
+                let mut w = dev.0.wbt.borrow_mut();
+                match w.as_mut() {
+                    Some(w) => w.window_end(now, recent),
+                    None => return,
+                }
+            };
+            if let Some(next) = rearm {
+                dev.schedule_wbt_window(next);
+            }
+            for k in wake {
+                k.wake();
+            }
+        });
     }
 
     /// `submit_bio_wait()`: submits `bio` and sleeps until it completes.
@@ -361,8 +496,37 @@ impl BlockDevice {
     /// Splits, merges and allocates requests for `bio`; returns the requests
     /// still waiting for a tag, in order.
     fn queue_bio(&self, bio: Bio, end_io: EndIo) -> Vec<u64> {
+        let Some((bio, pieces, end)) = self.prepare_bio(bio, end_io) else {
+            return Vec::new();
+        };
         let inner = &*self.0;
-        let now = inner.sim.now();
+        let mut st = inner.st.borrow_mut();
+        account(&mut st, inner.sim.now());
+        let mut waits = Vec::new();
+        for (i, (off, len)) in pieces.into_iter().enumerate() {
+            let flags = BioFlags {
+                preflush: bio.flags.preflush && i == 0,
+                ..bio.flags
+            };
+            if self.try_back_merge(&mut st, bio.op, flags, off, len, &end) {
+                continue;
+            }
+            if let Some(id) = self.new_request(&mut st, bio.op, flags, off, len, &end, false) {
+                waits.push(id);
+            }
+        }
+        self.run_dispatch(&mut st);
+        waits
+    }
+
+    /// `submit_bio_noacct()` and `bio_split_to_limits()`: normalises the
+    /// flags for the device, splits into pieces of at most
+    /// `max_request_bytes`, and makes the completion the pieces share. None
+    /// when the bio completes at once (a flush to a device without a write
+    /// cache).
+    #[allow(clippy::type_complexity)]
+    fn prepare_bio(&self, bio: Bio, end_io: EndIo) -> Option<(Bio, Vec<(u64, u64)>, Rc<BioEnd>)> {
+        let inner = &*self.0;
         let p = &inner.profile;
         let mut bio = bio;
         if !p.write_cache {
@@ -371,7 +535,7 @@ impl BlockDevice {
             bio.flags.fua = false;
             if bio.op == BioOp::Flush {
                 inner.sim.schedule_in(0, end_io);
-                return Vec::new();
+                return None;
             }
         }
         if bio.op == BioOp::Flush {
@@ -400,59 +564,67 @@ impl BlockDevice {
             remaining: Cell::new(pieces.len() as u64),
             end_io: RefCell::new(Some(end_io)),
         });
-        let mut st = inner.st.borrow_mut();
-        account(&mut st, now);
-        st.stats.splits += pieces.len() as u64 - 1;
-        let mut waits = Vec::new();
-        for (i, (off, len)) in pieces.into_iter().enumerate() {
-            let flags = BioFlags {
-                preflush: bio.flags.preflush && i == 0,
-                ..bio.flags
-            };
-            if self.try_back_merge(&mut st, bio.op, flags, off, len, &end) {
-                continue;
-            }
-            let id = st.next_rq;
-            st.next_rq += 1;
-            let write_seq = (bio.op == BioOp::Write).then(|| {
-                let s = st.next_write_seq;
-                st.next_write_seq += 1;
-                st.outstanding_writes.insert(s);
-                s
-            });
-            let accounted = bio.op != BioOp::Flush;
-            let flush_barrier = write_seq.unwrap_or(st.next_write_seq);
-            let rq = Request {
-                op: bio.op,
-                flags,
-                offset: off,
-                len,
-                start_ns: now,
-                state: RqState::WaitTag,
-                bios: vec![end.clone()],
-                write_seq,
-                flush_barrier,
-                accounted,
-                tag_waiter: None,
-            };
-            if rq.mergeable() {
-                st.rq_hash.insert((rq.op, rq.offset + rq.len), id);
-            }
-            st.requests.insert(id, rq);
-            if accounted {
-                st.stats.in_flight += 1;
-                st.stats.max_in_flight = st.stats.max_in_flight.max(st.stats.in_flight);
-            }
-            if st.tags_in_use < p.queue_depth && st.tag_wait.is_empty() {
-                st.tags_in_use += 1;
-                self.got_tag(&mut st, id);
-            } else {
-                st.tag_wait.push_back(id);
-                waits.push(id);
-            }
+        inner.st.borrow_mut().stats.splits += pieces.len() as u64 - 1;
+        Some((bio, pieces, end))
+    }
+
+    /// Allocates a request for one piece (`blk_mq_get_new_requests`): with
+    /// a free tag and nobody waiting it goes on, else it waits; returns its
+    /// id if it waits for a tag.
+    #[allow(clippy::too_many_arguments)]
+    fn new_request(
+        &self,
+        st: &mut State,
+        op: BioOp,
+        flags: BioFlags,
+        off: u64,
+        len: u64,
+        end: &Rc<BioEnd>,
+        wbt_tracked: bool,
+    ) -> Option<u64> {
+        let inner = &*self.0;
+        let now = inner.sim.now();
+        let id = st.next_rq;
+        st.next_rq += 1;
+        let write_seq = (op == BioOp::Write).then(|| {
+            let s = st.next_write_seq;
+            st.next_write_seq += 1;
+            st.outstanding_writes.insert(s);
+            s
+        });
+        let accounted = op != BioOp::Flush;
+        let flush_barrier = write_seq.unwrap_or(st.next_write_seq);
+        let rq = Request {
+            op,
+            flags,
+            offset: off,
+            len,
+            start_ns: now,
+            state: RqState::WaitTag,
+            bios: vec![end.clone()],
+            write_seq,
+            flush_barrier,
+            accounted,
+            tag_waiter: None,
+            wbt_tracked,
+            issue_ns: now,
+        };
+        if rq.mergeable() {
+            st.rq_hash.insert((rq.op, rq.offset + rq.len), id);
         }
-        self.run_dispatch(&mut st);
-        waits
+        st.requests.insert(id, rq);
+        if accounted {
+            st.stats.in_flight += 1;
+            st.stats.max_in_flight = st.stats.max_in_flight.max(st.stats.in_flight);
+        }
+        if st.tags_in_use < inner.profile.queue_depth && st.tag_wait.is_empty() {
+            st.tags_in_use += 1;
+            self.got_tag(st, id);
+            None
+        } else {
+            st.tag_wait.push_back(id);
+            Some(id)
+        }
     }
 
     /// `bio_attempt_back_merge()` onto a request not yet sent to the device.
@@ -582,9 +754,16 @@ impl BlockDevice {
                 break;
             };
             st.in_latency += 1;
+            let now = inner.sim.now();
             let rq = st.requests.get_mut(&id).expect("request exists");
             rq.state = RqState::Latency;
+            rq.issue_ns = now;
             let (op, flags, offset, len) = (rq.op, rq.flags, rq.offset, rq.len);
+            if op == BioOp::Read {
+                if let Some(w) = inner.wbt.borrow_mut().as_mut() {
+                    w.read_issued(id, now);
+                }
+            }
             if st.rq_hash.get(&(op, offset + len)) == Some(&id) {
                 st.rq_hash.remove(&(op, offset + len));
             }
@@ -604,7 +783,6 @@ impl BlockDevice {
             };
             // The command processor takes commands one at a time; the
             // latency phase (parallel) starts when it is done with this one.
-            let now = inner.sim.now();
             let cmd_done = st.cmd_free.max(now) + inner.profile.cmd_ns;
             st.cmd_free = cmd_done;
             let lat = (cmd_done - now) + inner.service.borrow_mut().draw(mean);
@@ -743,6 +921,16 @@ impl BlockDevice {
             });
         }
         let mut d = Deferred::default();
+        if rq.op != BioOp::Flush {
+            let recent = rq.wbt_tracked && self.recent_wait();
+            if let Some(w) = inner.wbt.borrow_mut().as_mut() {
+                let lat = now.saturating_sub(rq.issue_ns);
+                w.completed(id, rq.op == BioOp::Read, lat, now);
+                if rq.wbt_tracked {
+                    d.wake.extend(w.done_tracked(now, recent));
+                }
+            }
+        }
         for b in &rq.bios {
             let left = b.remaining.get() - 1;
             b.remaining.set(left);
@@ -810,6 +998,32 @@ impl Future for TagWait {
             }
             _ => Poll::Ready(()),
         }
+    }
+}
+
+/// Sleeps in `rq_qos_wait` until writeback throttling hands ticket `id` an
+/// in-flight slot.
+struct WbtWait {
+    dev: BlockDevice,
+    id: u64,
+}
+
+impl Future for WbtWait {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let inner = &*self.dev.0;
+        let got = inner
+            .wbt
+            .borrow_mut()
+            .as_mut()
+            .is_none_or(|w| w.poll_token(self.id, cx.waker()));
+        if got {
+            return Poll::Ready(());
+        }
+        inner
+            .sim
+            .set_waiting_on(format!("wbt_wait: {}", inner.name));
+        Poll::Pending
     }
 }
 

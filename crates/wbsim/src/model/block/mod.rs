@@ -5,8 +5,11 @@
 //! and `block/blk-flush.c` (`REQ_PREFLUSH`, `REQ_FUA`) that decide how fast
 //! writeback's bios complete and when a submitter blocks; plus iostat-style
 //! accounting (`/proc/diskstats`) and the `block_rq_issue` /
-//! `block_rq_complete` tracepoints. I/O schedulers, cgroup I/O control
-//! (blk-throttle, iocost, wbt) and zoned devices are left out.
+//! `block_rq_complete` tracepoints; and `block/blk-wbt.c`, the writeback
+//! throttling every blk-mq queue has by default ([`Wbt`]: buffered-writeback
+//! requests in flight limited by a depth that scales with read latency). I/O
+//! schedulers, cgroup I/O control (blk-throttle, iocost, iolatency) and zoned
+//! devices are left out.
 //!
 //! # Service model
 //!
@@ -58,8 +61,10 @@ mod bio;
 mod device;
 mod profile;
 mod stats;
+mod wbt;
 
 pub use bio::{rwbs, Bio, BioFlags, BioOp, SECTOR_BYTES};
 pub use device::{BlockDevice, EndIo};
 pub use profile::{DeviceProfile, ProfileError};
 pub use stats::{DeviceStats, IntervalStats};
+pub use wbt::{Wbt, WbtStats, WBT_DEFAULT_LAT_NS};

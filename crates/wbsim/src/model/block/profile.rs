@@ -108,6 +108,17 @@ pub struct DeviceProfile {
     /// profile.
     #[serde(default)]
     pub stable_writes: bool,
+    /// Writeback throttling's read-latency target (`wbt_lat_usec` in
+    /// `/sys/block/*/queue`), ns; 0 turns blk-wbt off ([`super::Wbt`]).
+    /// blk-mq devices have it on by default at 2 ms when non-rotational
+    /// (`wbt_default_latency_nsec`, CONFIG_BLK_WBT_MQ); bio-based drivers
+    /// (pmem) have no rq-qos. Default 2 ms.
+    #[serde(default = "default_wbt_lat_ns")]
+    pub wbt_lat_ns: u64,
+}
+
+fn default_wbt_lat_ns() -> u64 {
+    super::WBT_DEFAULT_LAT_NS
 }
 
 fn default_true() -> bool {
@@ -179,6 +190,8 @@ impl DeviceProfile {
     /// (see `queue/max_hw_sectors_kb`). With power-loss protection the drive
     /// reports no volatile write cache (VWC = 0), so Linux never sends it
     /// flushes or FUA: `write_cache = false` and both costs 0.
+    /// Writeback throttling (blk-wbt) at its default for a non-rotational
+    /// blk-mq device, 2 ms (`wbt_lat_ns`).
     pub fn nvme_dc() -> Self {
         DeviceProfile {
             name: "nvme-dc".into(),
@@ -197,6 +210,7 @@ impl DeviceProfile {
             latency_cv_pct: 0,
             cmd_ns: 0,
             stable_writes: false,
+            wbt_lat_ns: super::WBT_DEFAULT_LAT_NS,
         }
     }
 
@@ -235,7 +249,8 @@ impl DeviceProfile {
     /// QEMU reports a volatile write cache; a flush is an `fdatasync` of the
     /// image on the host (~0.5 ms on a host NVMe, estimate), and FUA writes
     /// are completed with a host flush too. Service-time spread
-    /// [`EMULATED_LATENCY_CV_PCT`]: the host side of an emulated disk.
+    /// [`EMULATED_LATENCY_CV_PCT`]: the host side of an emulated disk. The
+    /// guest's NVMe queue is blk-mq, so blk-wbt is on at its 2 ms default.
     ///
     /// A random 4 KiB buffered write reaches this device as one command:
     /// iomap opens a bio per discontiguous page (`XFS_BIO_NS` in the XFS
@@ -272,6 +287,7 @@ impl DeviceProfile {
             latency_cv_pct: EMULATED_LATENCY_CV_PCT,
             cmd_ns: 3_200,
             stable_writes: false,
+            wbt_lat_ns: super::WBT_DEFAULT_LAT_NS,
         }
     }
 
@@ -280,54 +296,64 @@ impl DeviceProfile {
     ///
     /// Sources: queue depth 128 is the loop driver's `hw_queue_depth` default
     /// (`drivers/block/loop.c`, seen as `nr_requests` = 128 here) and
-    /// `max_sectors_kb` is 1280 on those machines. The loop driver issues each
-    /// request as AIO to the backing file, so the effective parallelism is that
-    /// of the virtio-blk queue below; a backing file with `fsync` gives the
-    /// loop device a write cache, and loop has no native FUA (the block layer
-    /// adds a post-flush). Bandwidth, latency, parallelism and flush cost are
-    /// plausible values for cloud virtio-blk storage (~1 GB/s, ~150-200 us),
-    /// except the write bandwidth, 2800 MB/s, MEASURED with `wbsim probe
-    /// buffered-write` (docs/probe/buffered-write.json, 5 rounds, 2026-11-25,
-    /// first round at load 0.4-0.6): 8 sequential buffered writers under a
-    /// 256 MiB bdi strict limit sustained 2666 MiB/s (round means 1346-3312
-    /// MiB/s); a 64 MiB dirty xfs umount writes back in ~10 ms, a burst the
-    /// host's cache takes, so it is not used. Driver CPU 21 us per request
-    /// (the loop worker's `lo_rw_aio`, the virtio-blk submission with its VM
-    /// exit, the completion): CALIBRATED with `wbsim probe dontcache`
-    /// (docs/probe/dontcache.json, 2026-11-25), chosen among 17/19/21/23 us,
-    /// with this bandwidth and the filesystem CPU costs measured in the same
-    /// run, so that scenarios/dontcache-local.toml's xfs-rand-dontcache-falloc
-    /// (4 KiB writes, one request each, 2 vCPUs) comes near the live
-    /// 160 MiB/s (163; the rate is not monotonic in this parameter: 189, 204,
-    /// 163, 145 MiB/s); the other jobs of that comparison are checks.
-    /// Service-time spread [`EMULATED_LATENCY_CV_PCT`], measured on the same
-    /// virtio-blk disk. Flush and FUA cost 150 us each: CALIBRATED against
-    /// the clean umount(2) calls of docs/probe/umount.json (5 rounds,
-    /// 2026-11-25): xfs 1.65 ms (its unmount issues three PREFLUSH|FUA log
-    /// writes and a cache flush) and btrfs 0.90 ms (a flush and a FUA
-    /// write); with one value for both costs (`wbsim run` of
-    /// scenarios/lazy-umount-nonrt.toml with `flush_lat`/`fua_lat` at 100,
-    /// 200 and 300 us) the model gives xfs ~2.2 ms and btrfs ~0.65 ms, both
-    /// within 1.4x; the earlier 2 ms (a guess) made a clean xfs umount take
-    /// 15 ms.
+    /// `max_sectors_kb` is 1280 on those machines (both read from
+    /// `/sys/block/loopN/queue` on 2026-11-28, as is `wbt_lat_usec` = 2000:
+    /// blk-wbt on with a 2 ms target, `wbt_lat_ns`). The loop driver issues each
+    /// request as AIO to the backing file; below it, the hypervisor's
+    /// virtio-blk emulation serves the guest's requests one at a time.
+    ///
+    /// MEASURED on the project machine (2026-11-28, 03:10-03:15 UTC, load
+    /// 1.0-1.5, Linux 6.18): fio 3 direct I/O on a fresh loop device over a
+    /// zero-filled 4 GiB image on the root ext4 (`--direct=1`, psync at QD1,
+    /// libaio at QD32, 5-8 s per point, two or three rounds; the first pass
+    /// over the image was slower and is not used):
+    /// - 4 KiB random writes at QD32: 48-63K IOPS, while the guest's CPUs
+    ///   were busy 7.0-7.4 us per I/O (`/proc/stat`; fio included). The
+    ///   limit is not guest CPU, so it is the host's one emulation thread:
+    ///   `cmd_ns` = 18 us per command (1 / 55K).
+    /// - Guest CPU per request: `driver_cpu_ns` = 7 us (the loop worker's
+    ///   `lo_rw_aio`, the virtio submission and its exit, the completion),
+    ///   the busy time per I/O above, which also holds fio's own system
+    ///   calls, so an upper bound.
+    /// - 4 KiB writes at QD1: 63-81 us per write (p50 52-78 us); less the
+    ///   command (18 us), the driver (7 us) and the system call (~3 us), the
+    ///   latency phase is `write_latency_ns` = 40 us. 4 KiB random reads at
+    ///   QD1: 51 us, so `read_latency_ns` = 22 us.
+    /// - 1 MiB sequential writes at QD32: 2.9-3.7 GiB/s (io_uring: 4.2-4.5);
+    ///   at QD1: 281-374 us per write. `write_bw` 3700 MB/s (the pipe: 283 us
+    ///   per MiB; QD1 = 7 + 18 + 40 + 283 = 348 us). 1 MiB reads at QD32:
+    ///   1.35-1.8 GiB/s: `read_bw` 1650 MB/s.
+    /// - A flush (`fdatasync` of the block device after each 4 KiB write,
+    ///   fio `--fdatasync=1`): 88-104 us, so `flush_latency_ns` = 95 us;
+    ///   loop has no native FUA (the block layer turns it into a post-flush),
+    ///   so `fua_latency_ns` is the same.
+    ///
+    /// Until 2026-11-28 this profile took its write bandwidth from buffered
+    /// writers (2800 MB/s, which includes the page cache's cost), guessed
+    /// 150-200 us latencies, calibrated a 21 us per-request driver CPU on one
+    /// dontcache job and 150 us flushes on the umount calls; the direct
+    /// measurements above replace all of them. Parallelism 32 does not bind
+    /// (the command thread does first). Service-time spread
+    /// [`EMULATED_LATENCY_CV_PCT`], measured on the same virtio-blk disk.
     pub fn loop_virtio() -> Self {
         DeviceProfile {
             name: "loop-virtio".into(),
-            read_bw_bytes_per_sec: 1000 * MB,
-            write_bw_bytes_per_sec: 2800 * MB,
-            read_latency_ns: 150 * USEC,
-            write_latency_ns: 200 * USEC,
+            read_bw_bytes_per_sec: 1650 * MB,
+            write_bw_bytes_per_sec: 3700 * MB,
+            read_latency_ns: 22 * USEC,
+            write_latency_ns: 40 * USEC,
             queue_depth: 128,
             parallelism: 32,
             max_request_bytes: 1280 * KIB,
-            flush_latency_ns: 150 * USEC,
-            fua_latency_ns: 150 * USEC,
+            flush_latency_ns: 95 * USEC,
+            fua_latency_ns: 95 * USEC,
             write_cache: true,
             rotational: false,
-            driver_cpu_ns: 21 * USEC,
+            driver_cpu_ns: 7 * USEC,
             latency_cv_pct: EMULATED_LATENCY_CV_PCT,
-            cmd_ns: 0,
+            cmd_ns: 18 * USEC,
             stable_writes: false,
+            wbt_lat_ns: super::WBT_DEFAULT_LAT_NS,
         }
     }
 
@@ -343,7 +369,8 @@ impl DeviceProfile {
     /// to `max_sectors`): queue depth and `max_request_bytes` are set large
     /// (1024, 4 MiB) so they never bind; parallelism 16 stands for the CPUs
     /// copying at once. Flush is `nvdimm_flush()` (a write to the flush-hint
-    /// address, ~1 us); FUA costs nothing extra.
+    /// address, ~1 us); FUA costs nothing extra. No writeback throttling
+    /// (`wbt_lat_ns` 0): blk-wbt is an rq-qos policy of blk-mq queues.
     pub fn pmem() -> Self {
         DeviceProfile {
             name: "pmem".into(),
@@ -362,6 +389,7 @@ impl DeviceProfile {
             latency_cv_pct: 0,
             cmd_ns: 0,
             stable_writes: false,
+            wbt_lat_ns: 0,
         }
     }
 

@@ -227,6 +227,7 @@ impl Ext4 {
                 preflush: true,
                 fua: true,
                 sync: true,
+                ..BioFlags::default()
             };
             dev.submit_bio_wait(Bio::write(JOURNAL_OFFSET, EXT4_COMMIT_BYTES).with_flags(flags))
                 .await;
@@ -348,6 +349,7 @@ impl Filesystem for Ext4 {
                     preflush: true,
                     fua: true,
                     sync: true,
+                    ..BioFlags::default()
                 };
                 dev.submit_bio_wait(Bio::write(0, 4096).with_flags(flags))
                     .await;

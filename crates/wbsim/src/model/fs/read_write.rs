@@ -19,7 +19,7 @@ use std::rc::{Rc, Weak};
 
 use sim::Time;
 
-use crate::model::block::Bio;
+use crate::model::block::{Bio, BioFlags};
 use crate::model::errno::IoError;
 use crate::model::fs::fs_writeback::{
     do_writepages, inode_attach_wb, mark_inode_dirty, wakeup_flusher_threads,
@@ -437,7 +437,12 @@ pub async fn direct_io(m: &Rc<Machine>, f: &File, pos: u64, len: u64, write: boo
     if let Some(dev) = &f.sb.device {
         let off = f.inode.disk_base + pos;
         let bio = if write {
-            Bio::write(off, len)
+            // iomap_dio_bio_opflags: REQ_SYNC | REQ_IDLE.
+            Bio::write(off, len).with_flags(BioFlags {
+                sync: true,
+                idle: true,
+                ..BioFlags::default()
+            })
         } else {
             Bio::read(off, len)
         };

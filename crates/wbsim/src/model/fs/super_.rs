@@ -91,6 +91,9 @@ pub fn sget(
             }
         },
     );
+    if let Some(dev) = &device {
+        dev.set_bdp_sleep_source(bdi.last_bdp_sleep.clone());
+    }
     let sb = Rc::new(SuperBlock {
         id: m.new_id(),
         name: name.to_string(),

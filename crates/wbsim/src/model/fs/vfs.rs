@@ -20,7 +20,7 @@ use std::rc::Rc;
 
 use sim::{Sim, TaskId, Time};
 
-use crate::model::block::BlockDevice;
+use crate::model::block::{BioFlags, BlockDevice};
 use crate::model::fs::inode::{Inode, InodeRef};
 use crate::model::init::{CpuCosts, MachineConfig};
 use crate::model::kernel::locking::lock_stat::LockStats;
@@ -71,6 +71,20 @@ pub struct WritebackControl {
     pub owner: WbcOwner,
     /// `wbc->no_cgroup_owner`: do not account folio owners.
     pub no_cgroup_owner: bool,
+}
+
+impl WritebackControl {
+    /// `wbc_to_write_flags` (include/linux/writeback.h): WB_SYNC_ALL
+    /// writeback is `REQ_SYNC`; periodic and background writeback are
+    /// `REQ_BACKGROUND` (blk-wbt's background limit).
+    pub fn write_flags(&self) -> BioFlags {
+        BioFlags {
+            sync: self.sync_mode == SyncMode::All,
+            background: self.sync_mode != SyncMode::All
+                && (self.for_kupdate || self.for_background),
+            ..Default::default()
+        }
+    }
 }
 
 /// The per-round owner bookkeeping of `struct writeback_control`.

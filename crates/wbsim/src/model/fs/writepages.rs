@@ -34,7 +34,7 @@ use std::rc::Rc;
 
 use sim::Time;
 
-use crate::model::block::Bio;
+use crate::model::block::{Bio, BioFlags};
 use crate::model::fs::inode::InodeRef;
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
@@ -98,6 +98,7 @@ type IoendRef = Rc<RefCell<Ioend>>;
 /// completion workqueue `wq` the pages join the writepages call's ioend
 /// `cur` (a new one unless they continue it), which completes as a whole;
 /// otherwise each bio's completion ends its own pages' writeback.
+#[allow(clippy::too_many_arguments)]
 async fn submit_page_range(
     m: &Rc<Machine>,
     sb: &Rc<SuperBlock>,
@@ -106,6 +107,7 @@ async fn submit_page_range(
     wq: Option<&Workqueue>,
     cur: &mut Option<IoendRef>,
     bios: &mut u64,
+    flags: BioFlags,
 ) {
     let Some(dev) = sb.device.clone() else {
         // No device (should not happen for a writeback-capable fs): complete now.
@@ -156,7 +158,8 @@ async fn submit_page_range(
             }
         }
         let e = e.min(end);
-        let bio = Bio::write(inode.disk_base + s * PAGE_SIZE, (e - s) * PAGE_SIZE);
+        let bio =
+            Bio::write(inode.disk_base + s * PAGE_SIZE, (e - s) * PAGE_SIZE).with_flags(flags);
         let wm = Rc::downgrade(m);
         let wsb = Rc::downgrade(sb);
         let ino = inode.clone();
@@ -431,7 +434,18 @@ pub async fn generic_writepages(
         m.sched().cpu(call + pages * per_page).await;
         for &(s, e) in &ranges {
             map_blocks(m, sb, inode, (s, e), map_ns).await;
-            submit_page_range(m, sb, inode, (s, e), wq.as_ref(), &mut ioend, &mut bios).await;
+            let flags = wbc.write_flags();
+            submit_page_range(
+                m,
+                sb,
+                inode,
+                (s, e),
+                wq.as_ref(),
+                &mut ioend,
+                &mut bios,
+                flags,
+            )
+            .await;
         }
         wbc.nr_to_write -= pages as i64;
         tagged = tagged.saturating_sub(pages);

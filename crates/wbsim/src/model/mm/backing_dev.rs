@@ -71,6 +71,7 @@ where
         cgwb_list: RefCell::new(BTreeMap::new()),
         wb_switch_rwsem: RwSemaphore::new(k.locks().class("wb_switch_rwsem"), k.sched()),
         workfn,
+        last_bdp_sleep: Rc::new(std::cell::Cell::new(None)),
     });
     mm.bdi_list_add(bdi.clone());
     bdi

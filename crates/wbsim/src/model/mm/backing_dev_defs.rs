@@ -370,6 +370,10 @@ pub struct Bdi {
     pub wb_switch_rwsem: RwSemaphore,
     /// The flusher function new wbs get (the filesystem layer's `wb_workfn`).
     pub workfn: WbWorkFn,
+    /// `bdi->last_bdp_sleep`: when a task last slept in
+    /// `balance_dirty_pages` on any wb of this bdi, ns (blk-wbt's
+    /// `wb_recent_wait` reads it through the block device).
+    pub last_bdp_sleep: Rc<Cell<Option<Time>>>,
 }
 
 /// The flusher function of a bdi's wbs, boxed so cgroup wbs created later

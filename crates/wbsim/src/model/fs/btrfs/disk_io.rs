@@ -111,15 +111,18 @@ pub const BTRFS_SUPER_OFFSETS: [u64; 2] = [64 << 10, 64 << 20];
 /// mirror without, both waited for.
 pub async fn write_all_supers(sim: &sim::Sim, dev: &BlockDevice) {
     dev.flush().await;
-    let fua = BioFlags {
-        fua: true,
+    // write_dev_supers: REQ_SYNC | REQ_META | REQ_PRIO, REQ_FUA on the
+    // primary.
+    let meta = BioFlags {
         sync: true,
+        meta: true,
         ..BioFlags::default()
     };
+    let fua = BioFlags { fua: true, ..meta };
     let left = Rc::new(Cell::new(BTRFS_SUPER_OFFSETS.len()));
     let wq = WaitQueue::new("btrfs:wait_dev_supers");
     for (i, off) in BTRFS_SUPER_OFFSETS.iter().enumerate() {
-        let mut bio = Bio::write(*off, BTRFS_SUPER_INFO_SIZE);
+        let mut bio = Bio::write(*off, BTRFS_SUPER_INFO_SIZE).with_flags(meta);
         if i == 0 {
             bio = bio.with_flags(fua);
         }

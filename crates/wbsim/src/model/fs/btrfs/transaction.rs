@@ -26,7 +26,7 @@ use std::rc::Rc;
 
 use sim::{Time, SEC, USEC};
 
-use crate::model::block::{Bio, BlockDevice};
+use crate::model::block::{Bio, BioFlags, BlockDevice};
 use crate::model::fs::btrfs::ctree::BTRFS_NODESIZE;
 use crate::model::fs::btrfs::disk_io::{write_all_supers, BtrfsFsInfo};
 use crate::model::fs::btrfs::extent_tree::btrfs_run_delayed_refs;
@@ -85,7 +85,13 @@ pub async fn btrfs_commit_transaction(fs: &BtrfsFsInfo, dev: Option<&BlockDevice
         for b in &blocks {
             let (l, w) = (left.clone(), wq.clone());
             dev.submit_bio(
-                Bio::write(b.start(), BTRFS_NODESIZE as u64),
+                // btree writeback: REQ_META (and the wbc's flags; the
+                // commit writes with WB_SYNC_ALL, REQ_SYNC).
+                Bio::write(b.start(), BTRFS_NODESIZE as u64).with_flags(BioFlags {
+                    sync: true,
+                    meta: true,
+                    ..BioFlags::default()
+                }),
                 Box::new(move || {
                     l.set(l.get() - 1);
                     w.wake_up_all();

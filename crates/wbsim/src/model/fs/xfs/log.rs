@@ -697,7 +697,12 @@ impl Xlog {
             for i in 0..iclogs - 1 {
                 let (l2, d2) = (left.clone(), done.clone());
                 dev.submit_bio(
-                    Bio::write(at(i * logbsize), logbsize),
+                    Bio::write(at(i * logbsize), logbsize).with_flags(BioFlags {
+                        sync: true,
+                        meta: true,
+                        idle: true,
+                        ..BioFlags::default()
+                    }),
                     Box::new(move || {
                         l2.set(l2.get() - 1);
                         d2.wake_up_all();
@@ -712,6 +717,10 @@ impl Xlog {
                 preflush: true,
                 fua: true,
                 sync: true,
+                // xlog_write_iclog: REQ_META | REQ_SYNC | REQ_IDLE.
+                meta: true,
+                idle: true,
+                ..BioFlags::default()
             };
             dev.submit_bio_wait(
                 Bio::write(at((iclogs - 1) * logbsize), last.max(512)).with_flags(flags),
@@ -796,8 +805,15 @@ impl Xlog {
             let done = move || inner.ail_write_done(it, lsn);
             match &self.0.dev {
                 Some(dev) => {
-                    dev.submit_bio(Bio::write(it.daddr(), bytes), Box::new(done))
-                        .await
+                    dev.submit_bio(
+                        // xfs_buf_submit: a delwri metadata buffer, REQ_META.
+                        Bio::write(it.daddr(), bytes).with_flags(BioFlags {
+                            meta: true,
+                            ..BioFlags::default()
+                        }),
+                        Box::new(done),
+                    )
+                    .await
                 }
                 None => done(),
             }

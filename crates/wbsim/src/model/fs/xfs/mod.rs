@@ -480,6 +480,10 @@ impl Xfs {
                 preflush: true,
                 fua: true,
                 sync: true,
+                // xlog_write_iclog: REQ_META | REQ_SYNC | REQ_IDLE.
+                meta: true,
+                idle: true,
+                ..BioFlags::default()
             };
             dev.submit_bio_wait(Bio::write(LOG_OFFSET, self.opts.logbsize).with_flags(flags))
                 .await;
@@ -787,8 +791,13 @@ impl Filesystem for Xfs {
                 l.push_all_sync().await;
             } else if self.log_dirty.borrow_mut().remove(&sb.id) {
                 self.iclog_write(m, sb).await;
-                dev.submit_bio_wait(Bio::write(LOG_OFFSET / 2, XFS_AIL_PUSH_BYTES))
-                    .await;
+                dev.submit_bio_wait(Bio::write(LOG_OFFSET / 2, XFS_AIL_PUSH_BYTES).with_flags(
+                    BioFlags {
+                        meta: true,
+                        ..BioFlags::default()
+                    },
+                ))
+                .await;
             }
             // xfs_log_cover
             for _ in 0..XFS_LOG_COVER_FORCES {
@@ -797,7 +806,12 @@ impl Filesystem for Xfs {
             // xfs_log_unmount_write
             self.iclog_write(m, sb).await;
             // superblock in place, buftarg drain, cache flush
-            dev.submit_bio_wait(Bio::write(0, XFS_SB_BYTES)).await;
+            dev.submit_bio_wait(Bio::write(0, XFS_SB_BYTES).with_flags(BioFlags {
+                sync: true,
+                meta: true,
+                ..BioFlags::default()
+            }))
+            .await;
             dev.flush().await;
             if let Some(log) = log {
                 log.shutdown();

@@ -304,6 +304,7 @@ pub async fn balance_dirty_pages_ratelimited(
                 // same tick then runs in the simulator's fixed order, which
                 // favours the same writers every time (100 writers: shares
                 // -47%..+67% in writeback_behaviour's fairness test).
+                bdi.last_bdp_sleep.set(Some(now));
                 mm.kernel().sim().sleep(p.pause_ns).await;
                 let slept = p.pause_ns;
                 task.st.after_pause(&p);
