@@ -7,11 +7,12 @@ use std::rc::Rc;
 
 use sim::{Sim, SEC};
 use wbsim::model::block::{BlockDevice, DeviceProfile};
-use wbsim::model::fs::btrfs::{Btrfs, BtrfsOptions};
+use wbsim::model::fs::btrfs::{Btrfs, BtrfsOptions, BTRFS_CSUM_VERIFY_SECTOR_NS};
 use wbsim::model::fs::read_write::{create_file_in, vfs_read, vfs_write, IoFlags};
 use wbsim::model::fs::super_::sget;
 use wbsim::model::fs::sync::ksys_sync;
 use wbsim::model::init::MachineConfig;
+use wbsim::model::kernel::sched::CgroupId;
 use wbsim::model::machine::Machine;
 use wbsim::model::mm::backing_dev::BdiSettings;
 use wbsim::model::mm::page_writeback::TaskDirty;
@@ -62,6 +63,33 @@ fn reads_of_preloaded_files_look_up_csums_per_bio() {
     assert_eq!(reads, Some(161), "a read lock on the csum leaf per search");
     // Nothing was written: no commit.
     assert_eq!(stat(&m, "commits"), 0.0);
+}
+
+#[test]
+fn a_read_returns_only_after_an_endio_worker_verified_its_checksums() {
+    let sim = Sim::new(1);
+    let (m, sb) = machine(&sim);
+    let m2 = m.clone();
+    let h = sim.spawn("reader", async move {
+        let f = create_file_in(&m2, &sb, "subvol1");
+        let t0 = m2.now();
+        let before = m2.events().get("btrfs_end_bio_work").copied();
+        vfs_read(&m2, &f, 0, 128 << 10, IoFlags::default())
+            .await
+            .unwrap();
+        let after = m2.events().get("btrfs_end_bio_work").copied();
+        (before, after, m2.now() - t0)
+    });
+    sim.run_until(SEC).unwrap();
+    let (before, after, _) = h.result().expect("the read finished");
+    assert_eq!(before, None, "no verification before the bio completes");
+    assert_eq!(after, Some(1), "one btrfs_end_bio_work per read bio, done");
+    // 32 sectors verified on a kworker of the root cgroup, not by the reader.
+    let root = m.sched().cgroup_stats(CgroupId::ROOT).run_ns;
+    assert!(
+        root >= 32 * BTRFS_CSUM_VERIFY_SECTOR_NS,
+        "root cgroup CPU {root} ns"
+    );
 }
 
 #[test]

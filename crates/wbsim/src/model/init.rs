@@ -26,11 +26,39 @@ pub const PROCESS_START_DEFAULT_NS: u64 = 1_000_000;
 
 /// CPU costs of the data paths, ns per 4 KiB page unless said otherwise.
 /// Order-of-magnitude values from profiles of buffered I/O on current x86
-/// servers; the live probe calibrates them for this project's machines.
+/// servers unless a field says it was measured; the live probe calibrates
+/// them for this project's machines.
+///
+/// "The 2026-11-28 read measurement" below: measured on the project host
+/// (Linux 6.18, 2 vCPU), 2026-11-28, btrfs on a loop device
+/// (`--direct-io=on`), a 2 GiB file of random data read with `dd bs=128k`
+/// after `drop_caches`, 3 runs per case by the lead and 3 more here (reader
+/// system time: cached 0.20-0.22 s, uncached 0.49-0.57 s, uncached in a v1
+/// memcg limited to 256 MiB 0.87-0.96 s; 524,288 pages read, about 458,752
+/// of them reclaimed in the limited case), and one `perf record -a -g` of
+/// the uncached case for the split between the reader's own work, the
+/// filesystem's and the completion workers'.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CpuCosts {
-    /// Reclaiming one clean page (shrink_folio_list share), ns: ~0.2 us.
+    /// Reclaiming one clean page (`shrink_folio_list` and the isolation and
+    /// freeing around it, memcg reclaim as the charge path runs it), ns:
+    /// 0.8 us. The 2026-11-28 read measurement: reader system time limited
+    /// minus uncached unlimited, 0.37-0.40 s for about 458,752 pages
+    /// reclaimed (0.8-0.87 us; 0.7-0.8 us per page read). Machine-wide:
+    /// every scenario that reclaims pays it (it was a 0.2 us estimate).
     pub reclaim_page_ns: Time,
+    /// Bringing one page into the page cache on a read, on the reader's
+    /// side, besides its LRU add (mm/swap.rs charges that) and the
+    /// filesystem's own per-folio read work (`FsCosts::readpage_ns`):
+    /// `filemap_alloc_folio`, `mem_cgroup_charge`, `__filemap_add_folio`
+    /// (the xarray insert) and the readahead bookkeeping of
+    /// `page_cache_ra_unbounded`, ns: 0.41 us. The 2026-11-28 read
+    /// measurement: reader system time uncached minus cached, 0.32 s for
+    /// 524,288 pages (0.61 us per page), of which perf puts 19 % in
+    /// btrfs's `->readahead` (`btrfs_readahead`: 0.12 us, the btrfs
+    /// `readpage_ns`) and 14 % in the LRU add (0.08 us, as the model's
+    /// estimate charges it): 0.61 - 0.12 - 0.08 = 0.41 us.
+    pub filemap_add_page_ns: Time,
     /// Copying one page to user space on a cached read, ns: ~0.5 us
     /// (8 GB/s memcpy).
     pub read_copy_page_ns: Time,
@@ -45,7 +73,8 @@ pub struct CpuCosts {
 impl Default for CpuCosts {
     fn default() -> Self {
         CpuCosts {
-            reclaim_page_ns: 200,
+            reclaim_page_ns: 800,
+            filemap_add_page_ns: 410,
             read_copy_page_ns: 500,
             syscall_ns: USEC,
             bio_complete_ns: 2 * USEC,

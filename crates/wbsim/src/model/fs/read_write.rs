@@ -450,6 +450,73 @@ pub async fn direct_io(m: &Rc<Machine>, f: &File, pos: u64, len: u64, write: boo
     }
 }
 
+/// Brings the missing pages `[start, end)` of `f` in with one read bio
+/// (`page_cache_ra_unbounded` -> `read_pages`): the folios are allocated
+/// and charged ([`alloc_folios`], with reclaim), added to the page cache
+/// locked (`filemap_add_folio`: the reader pays
+/// `CpuCosts::filemap_add_page_ns`, the LRU add and the filesystem's
+/// `readpage_ns` per page), then the filesystem's part of the submission
+/// runs (btrfs: the csum lookup) and the bio goes to the device without
+/// waiting. At its completion the filesystem ends the read
+/// ([`Filesystem::end_read_bio`](crate::model::fs::vfs::Filesystem::end_read_bio):
+/// btrfs verifies the checksums on a kworker first), which unlocks the
+/// folios and wakes their waiters. Returns the pages owed to memory.high.
+async fn read_pages(
+    m: &Rc<Machine>,
+    f: &File,
+    start: u64,
+    end: u64,
+    fl: IoFlags,
+) -> Result<u64, IoError> {
+    let n = end - start;
+    let over_high = alloc_folios(m, &f.inode, n, fl.nowait).await?;
+    let d = {
+        let mut map = f.inode.mapping.borrow_mut();
+        let d = map.add_clean(start, end, fl.dontcache, current_memcg_id(m));
+        map.start_read(start, end);
+        d
+    };
+    account_delta(m.mm(), f.inode.wb().as_ref(), &d);
+    // Pages another task brought in while this one allocated were charged
+    // for nothing.
+    let added = d.cached.max(0) as u64;
+    if added < n {
+        mem_cgroup_uncharge_freed(m.mm(), f.inode.memcg.get(), -((n - added) as i64));
+    }
+    let lru_ns = swap::folio_add_lru(m.mm(), d.new_small_folios, d.new_large_folios);
+    let page_ns = m.costs().filemap_add_page_ns + f.sb.fs.costs().readpage_ns;
+    m.sched().cpu(n * page_ns + lru_ns).await;
+    // The filesystem's part of the read bio's submission (btrfs: the data
+    // checksums are looked up before the I/O).
+    f.sb.fs
+        .before_read_bio(m, &f.sb, &f.inode, start, end)
+        .await;
+    let ino = f.inode.clone();
+    let done: Box<dyn FnOnce()> = Box::new(move || {
+        ino.mapping.borrow_mut().end_read(start, end);
+        ino.i_wb_wait.wake_up_all();
+    });
+    match &f.sb.device {
+        Some(dev) => {
+            let (wm, wsb) = (Rc::downgrade(m), Rc::downgrade(&f.sb));
+            let bio = Bio::read(
+                f.inode.disk_base + start * PAGE_SIZE,
+                (end - start) * PAGE_SIZE,
+            );
+            dev.submit_bio(
+                bio,
+                Box::new(move || match (wm.upgrade(), wsb.upgrade()) {
+                    (Some(m), Some(sb)) => sb.fs.end_read_bio(&m, &sb, start, end, done),
+                    _ => done(),
+                }),
+            )
+            .await;
+        }
+        None => done(),
+    }
+    Ok(over_high)
+}
+
 /// read(2)/preadv2(2) of `len` bytes at `pos`.
 pub async fn vfs_read(
     m: &Rc<Machine>,
@@ -467,33 +534,25 @@ pub async fn vfs_read(
         return Ok(());
     }
     let (start, end) = page_range(pos, len);
-    let missing = f.inode.mapping.borrow().count_missing(start, end);
     let mut over_high = 0;
-    let mut lru_ns = 0;
-    if missing > 0 && f.sb.bdi.can_writeback {
-        over_high = alloc_folios(m, &f.inode, missing, fl.nowait).await?;
-        // The filesystem's part of the read bio's submission (btrfs: the
-        // data checksums are looked up before the I/O).
-        f.sb.fs
-            .before_read_bio(m, &f.sb, &f.inode, start, end)
-            .await;
-        if let Some(dev) = &f.sb.device {
-            dev.submit_bio_wait(Bio::read(
-                f.inode.disk_base + start * PAGE_SIZE,
-                (end - start) * PAGE_SIZE,
-            ))
-            .await;
+    if f.sb.bdi.can_writeback {
+        // filemap_get_pages: bring the missing folios in, then wait for
+        // those still being read (filemap_update_page: folio_lock).
+        let missing = f.inode.mapping.borrow().missing_ranges(start, end);
+        for (s, e) in missing {
+            over_high = read_pages(m, f, s, e, fl).await?;
         }
-        let d =
+        if f.inode.mapping.borrow().is_reading(start, end) {
+            m.count_inode_event("folio_read_wait", &f.inode);
+            let (ino, s, e) = (f.inode.clone(), start, end);
             f.inode
-                .mapping
-                .borrow_mut()
-                .add_clean(start, end, fl.dontcache, current_memcg_id(m));
-        account_delta(m.mm(), f.inode.wb().as_ref(), &d);
-        lru_ns = swap::folio_add_lru(m.mm(), d.new_small_folios, d.new_large_folios);
+                .i_wb_wait
+                .wait_event(m.sim(), move || !ino.mapping.borrow().is_reading(s, e))
+                .await;
+        }
     }
     m.sched()
-        .cpu(m.costs().syscall_ns + (end - start) * m.costs().read_copy_page_ns + lru_ns)
+        .cpu(m.costs().syscall_ns + (end - start) * m.costs().read_copy_page_ns)
         .await;
     if fl.dontcache {
         let d = f

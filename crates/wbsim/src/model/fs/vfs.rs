@@ -216,6 +216,11 @@ pub struct FsCosts {
     pub fallocate_ns: Time,
     /// CPU to free one page of an evicted inode's cache or data.
     pub evict_page_ns: Time,
+    /// CPU per page of the filesystem's `->readahead` / `->read_folio`
+    /// (extent lookup per folio, bio building and submission), paid by the
+    /// reader that brings the pages in, besides the generic
+    /// `CpuCosts::filemap_add_page_ns`. 0 where not measured.
+    pub readpage_ns: Time,
 }
 
 impl FsCosts {
@@ -232,6 +237,7 @@ impl FsCosts {
         delalloc_alloc_ns: 0,
         fallocate_ns: 0,
         evict_page_ns: TRUNCATE_PAGE_NS,
+        readpage_ns: 0,
     };
 }
 
@@ -317,6 +323,24 @@ pub trait Filesystem {
     ) -> LocalBoxFuture<'a, ()> {
         let _ = (m, sb, inode, start, end);
         Box::pin(async {})
+    }
+    /// The end of a buffered read's bio of pages `[start, end)`, called at
+    /// the device's completion (interrupt context, so nothing here may
+    /// sleep): `done` marks the folios up to date and unlocks them, waking
+    /// the readers waiting on them. The generic form calls it at once
+    /// (`iomap_read_end_io` / `mpage_read_end_io` in the completion); btrfs
+    /// queues the verification of the data checksums on its btrfs-endio
+    /// workqueue and calls it from there.
+    fn end_read_bio(
+        &self,
+        m: &Rc<Machine>,
+        sb: &Rc<SuperBlock>,
+        start: u64,
+        end: u64,
+        done: Box<dyn FnOnce()>,
+    ) {
+        let _ = (m, sb, start, end);
+        done();
     }
     /// The end of writeback of `inode`'s data by `->writepages` (btrfs:
     /// `btrfs_finish_ordered_io` of the ordered extents written). The

@@ -159,6 +159,11 @@ pub struct AddressSpace {
     /// Page ranges whose folios are locked (PG_locked) by writeback while it
     /// adds them to a bio.
     locked: Vec<(u64, u64)>,
+    /// Page ranges whose folios are locked and not yet up to date: a read
+    /// (or readahead) bio is in flight for them (`filemap_add_folio` adds a
+    /// new folio locked; the read's end marks it up to date and unlocks
+    /// it).
+    reading: Vec<(u64, u64)>,
     /// `mapping_max_folio_order()`: 0 without large folios.
     max_folio_order: u8,
     /// `AS_STABLE_WRITES`: a folio under writeback may not be modified.
@@ -498,6 +503,22 @@ impl AddressSpace {
         out
     }
 
+    /// The runs of pages of `[start, end)` not cached, in index order.
+    pub fn missing_ranges(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut at = start;
+        for (s, e, _) in self.ranges_in(start, end) {
+            if s > at {
+                out.push((at, s));
+            }
+            at = e;
+        }
+        if at < end {
+            out.push((at, end));
+        }
+        out
+    }
+
     /// Pages of `[start, end)` not cached (a read must fetch them).
     pub fn count_missing(&self, start: u64, end: u64) -> u64 {
         let cached: u64 = self.ranges_in(start, end).map(|(s, e, _)| e - s).sum();
@@ -608,7 +629,9 @@ impl AddressSpace {
     }
 
     /// Reclaim: drops up to `max` clean pages, lowest index first. Returns the
-    /// changes (negative `cached`).
+    /// changes (negative `cached`). Locked folios (a read in flight: not
+    /// yet up to date) are kept, as `shrink_folio_list`'s `folio_trylock`
+    /// fails on them.
     pub fn reclaim_clean(&mut self, max: u64) -> Delta {
         let mut want = Vec::new();
         let mut left = max;
@@ -618,9 +641,14 @@ impl AddressSpace {
             }
             if e.state == PageState::Clean {
                 let size = 1u64 << e.order;
-                let take = (e.end - s).min(left.div_ceil(size) * size);
-                want.push((s, s + take));
-                left = left.saturating_sub(take);
+                for (a, b) in self.unlocked_parts(s, e.end) {
+                    if left == 0 {
+                        break;
+                    }
+                    let take = (b - a).min(left.div_ceil(size) * size);
+                    want.push((a, a + take));
+                    left = left.saturating_sub(take);
+                }
             }
         }
         let mut d = Delta::default();
@@ -646,9 +674,66 @@ impl AddressSpace {
         }
     }
 
-    /// Whether a folio of `[start, end)` is locked.
+    /// The parts of `[start, end)` outside every locked range, in order
+    /// (locked ranges are whole folios).
+    fn unlocked_parts(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        if self.locked.is_empty() && self.reading.is_empty() {
+            return vec![(start, end)];
+        }
+        let mut locks: Vec<(u64, u64)> = self
+            .locked
+            .iter()
+            .chain(&self.reading)
+            .copied()
+            .filter(|&(s, e)| s < end && start < e)
+            .collect();
+        locks.sort_unstable();
+        let mut out = Vec::new();
+        let mut at = start;
+        for (s, e) in locks {
+            if s > at {
+                out.push((at, s));
+            }
+            at = at.max(e);
+        }
+        if at < end {
+            out.push((at, end));
+        }
+        out
+    }
+
+    /// Whether a folio of `[start, end)` is locked (by writeback adding it
+    /// to a bio, or by a read in flight).
     pub fn is_locked(&self, start: u64, end: u64) -> bool {
-        self.locked.iter().any(|&(s, e)| s < end && start < e)
+        self.locked
+            .iter()
+            .chain(&self.reading)
+            .any(|&(s, e)| s < end && start < e)
+    }
+
+    /// A read bio for the new folios of `[start, end)` is being submitted:
+    /// they are locked until [`AddressSpace::end_read`].
+    pub fn start_read(&mut self, start: u64, end: u64) {
+        self.reading.push((start, end));
+    }
+
+    /// The read of `[start, end)` started with [`AddressSpace::start_read`]
+    /// completed: the folios are up to date and unlocked.
+    pub fn end_read(&mut self, start: u64, end: u64) {
+        if let Some(i) = self.reading.iter().position(|&r| r == (start, end)) {
+            self.reading.swap_remove(i);
+        }
+    }
+
+    /// Whether a folio of `[start, end)` is still being read (locked, not up
+    /// to date): a reader of it sleeps in `folio_lock` until the read ends.
+    pub fn is_reading(&self, start: u64, end: u64) -> bool {
+        self.reading.iter().any(|&(s, e)| s < end && start < e)
+    }
+
+    /// Pages of reads in flight.
+    pub fn nr_reading(&self) -> u64 {
+        self.reading.iter().map(|(s, e)| e - s).sum()
     }
 
     /// Clean pages cached.
