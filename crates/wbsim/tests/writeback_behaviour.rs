@@ -335,3 +335,57 @@ time_based
     let sampled: f64 = series(&r, "bdp.pauses").iter().map(|p| p.1).sum();
     assert!(sampled > 0.0, "no pause sampled");
 }
+
+/// blk-wbt holds RWF_DONTCACHE's inline writeback to its normal limit: a
+/// writer of 1 MiB uncached writes on a loop device with a write cache
+/// sleeps until its in-flight writeback drains instead of filling the 128
+/// tags, so little is left under writeback when it stops and the closing
+/// fsync is short (the live kernel's 1-4 ms, docs/probe/README.md). Without
+/// blk-wbt (`wbt_lat = "0s"`) the tags stay full and the fsync waits for
+/// about 128 MiB.
+#[test]
+fn wbt_keeps_the_closing_fsync_of_an_uncached_writer_short() {
+    let scenario = |wbt: &str| {
+        format!(
+            r#"
+[scenario]
+name = "dc-wbt"
+duration = "10s"
+
+[machine]
+cpus = 2
+memory = "24g"
+
+[[device]]
+name = "loop0"
+profile = "loop-virtio"
+{wbt}
+
+[[filesystem]]
+name = "xfs"
+type = "xfs"
+device = "loop0"
+
+[[job]]
+filesystem = "xfs"
+fio = """
+[seq]
+ioengine=pvsync2
+rw=write
+bs=1m
+size=512m
+fallocate=none
+uncached=1
+end_fsync=1
+"""
+"#
+        )
+    };
+    let with = run(&scenario(""));
+    let without = run(&scenario("wbt_lat = \"0s\""));
+    let fsync = |r: &Results| r.stat("fio.seq.end_fsync", "mean").expect("end_fsync");
+    let (a, b) = (fsync(&with), fsync(&without));
+    eprintln!("closing fsync: {a:.2} ms with blk-wbt, {b:.2} ms without");
+    assert!(b > 25.0, "without blk-wbt the tags hold ~128 MiB: {b} ms");
+    assert!(a < 0.4 * b, "with blk-wbt {a} ms, without {b} ms");
+}
