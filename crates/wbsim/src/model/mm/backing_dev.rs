@@ -71,6 +71,7 @@ where
         cgwb_list: RefCell::new(BTreeMap::new()),
         wb_switch_rwsem: RwSemaphore::new(k.locks().class("wb_switch_rwsem"), k.sched()),
         workfn,
+        ra_pages: std::cell::Cell::new(crate::model::mm::readahead::VM_READAHEAD_PAGES),
     });
     mm.bdi_list_add(bdi.clone());
     bdi

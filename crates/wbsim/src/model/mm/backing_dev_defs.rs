@@ -370,6 +370,9 @@ pub struct Bdi {
     pub wb_switch_rwsem: RwSemaphore,
     /// The flusher function new wbs get (the filesystem layer's `wb_workfn`).
     pub workfn: WbWorkFn,
+    /// `bdi->ra_pages`: the maximum readahead window of files on it, pages
+    /// (`VM_READAHEAD_PAGES` unless the filesystem raises it at mount).
+    pub ra_pages: Cell<u64>,
 }
 
 /// The flusher function of a bdi's wbs, boxed so cgroup wbs created later

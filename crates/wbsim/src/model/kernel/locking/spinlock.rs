@@ -158,7 +158,10 @@ impl SpinLock {
                 false
             }
         };
-        let mut free = take(&mut self.0.st.borrow_mut());
+        // Only a task on a CPU takes a spinlock: a task that has none (woken
+        // from sleep, not yet run again) makes its attempt once it runs, so
+        // it never holds the lock while waiting for a CPU.
+        let mut free = self.0.sched.on_cpu(me) && take(&mut self.0.st.borrow_mut());
         if !free {
             // Only a task on a CPU spins: the failed attempt is made there
             // (a task woken from sleep waits for a CPU first), and from then
