@@ -15,8 +15,11 @@
 //!   NR_FILE_DIRTY and NR_WRITEBACK, as the kernel does.
 //!
 //! Folio locks are kept only where writeback holds them (while adding folios
-//! to a bio) as locked page ranges; a writer copying into a folio waits for
-//! them (`folio_lock` in `write_begin`).
+//! to a bio) and where a read is in flight (new folios are added locked and
+//! not up to date, and unlocked at the read's end; PG_readahead marks are
+//! kept beside them), as locked page ranges; a writer copying into a folio
+//! waits for them (`folio_lock` in `write_begin`), a reader for the read
+//! ones, and reclaim skips them.
 //!
 //! Folio sizes: every range also carries the order of its folios (a range of
 //! order `o` starts and ends on multiples of 2^o pages, so it is a run of
