@@ -153,7 +153,7 @@ fn commit_root_for_old_takes_no_csum_tree_lock_on_the_read_path() {
 }
 
 #[test]
-#[ignore = "the model does not reproduce the published stall: no csum tree lock holder sleeps (docs/experiments.md E2)"]
+#[ignore = "the model does not reproduce the published stall: commits wait for blk-mq tags behind readahead in both variants, and no csum tree lock holder sleeps (docs/experiments.md E2)"]
 fn current_root_commit_waits_behind_starved_readers_and_syncs_stretch() {
     let s = scaled();
     let cur = run_variant(&s, "current_root", false);

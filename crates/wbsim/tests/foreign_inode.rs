@@ -61,10 +61,7 @@ fn setup() -> Setup {
 }
 
 fn same(f: &File) -> File {
-    File {
-        sb: f.sb.clone(),
-        inode: f.inode.clone(),
-    }
+    File::new(f.sb.clone(), f.inode.clone())
 }
 
 /// In cgroup `cg`, writes `len` bytes at `pos` of `f` and fsyncs it (one

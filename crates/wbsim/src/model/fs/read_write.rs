@@ -12,9 +12,17 @@
 //! `balance_dirty_pages_ratelimited` after each folio. Folios the ratelimit
 //! gate lets through are taken as one step. `fallocate(2)` gives a range
 //! unwritten blocks. Simplified: partial-page writes do not read the page
-//! first (writes are page aligned in practice); readahead is not modelled (a
-//! read fetches exactly its missing pages).
+//! first (writes are page aligned in practice).
+//!
+//! A buffered read (`filemap_read`) brings missing pages in through the
+//! readahead window of the open file (mm/readahead.rs): the folios are
+//! allocated, charged and added to the page cache locked by the reader,
+//! which then submits the bio and, for an asynchronous window, goes on
+//! without waiting; the bio's end (after the filesystem's completion
+//! work: btrfs verifies checksums on a kworker) unlocks them. Folios under
+//! read are charged to the reader's memcg and cannot be reclaimed.
 
+use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 
 use sim::Time;
@@ -39,6 +47,7 @@ use crate::model::mm::memcontrol::{
 use crate::model::mm::page_alloc;
 use crate::model::mm::page_writeback::account_delta;
 use crate::model::mm::page_writeback::{self as throttle, TaskDirty};
+use crate::model::mm::readahead::{page_cache_async_ra, page_cache_sync_ra, FileRaState, RaWindow};
 use crate::model::mm::swap;
 use crate::model::mm::vmscan::{LruFile, ReclaimSource};
 use crate::model::mm::vmstat::PAGE_SIZE;
@@ -52,6 +61,22 @@ pub const DIO_PAGE_NS: Time = 100;
 pub struct File {
     pub sb: Rc<SuperBlock>,
     pub inode: InodeRef,
+    /// `file->f_ra`: the readahead window of this open file (clones share
+    /// it, as duplicated descriptors share their `struct file`).
+    pub ra: Rc<RefCell<FileRaState>>,
+}
+
+impl File {
+    /// An open file of `inode` (`do_dentry_open` -> `file_ra_state_init`:
+    /// the window's maximum from the bdi).
+    pub fn new(sb: Rc<SuperBlock>, inode: InodeRef) -> Self {
+        let ra = FileRaState::new(sb.bdi.ra_pages.get());
+        File {
+            sb,
+            inode,
+            ra: Rc::new(RefCell::new(ra)),
+        }
+    }
 }
 
 /// Flags of one read or write.
@@ -76,10 +101,7 @@ pub fn create_file(m: &Rc<Machine>, sb: &Rc<SuperBlock>) -> File {
 /// (`inode_attach_wb`).
 pub fn create_file_in(m: &Rc<Machine>, sb: &Rc<SuperBlock>, dir: &str) -> File {
     let inode = sb.new_inode_in(m, dir);
-    File {
-        sb: sb.clone(),
-        inode,
-    }
+    File::new(sb.clone(), inode)
 }
 
 fn page_range(pos: u64, len: u64) -> (u64, u64) {
@@ -450,6 +472,68 @@ pub async fn direct_io(m: &Rc<Machine>, f: &File, pos: u64, len: u64, write: boo
     }
 }
 
+/// `filemap_get_pages()` for a read of pages `[start, end)`: a miss at
+/// `start` runs `page_cache_sync_ra` (mm/readahead.rs: the request, or a
+/// window around it with its PG_readahead mark); a folio of the range
+/// carrying the mark runs `page_cache_async_ra` (the next window, read
+/// without waiting for it); pages still missing are read as they are
+/// (`filemap_create_folio`). Then the reader waits for the folios of its
+/// range still being read (`filemap_update_page`: `folio_lock`). Returns
+/// the pages owed to memory.high.
+async fn filemap_get_pages(
+    m: &Rc<Machine>,
+    f: &File,
+    start: u64,
+    end: u64,
+    fl: IoFlags,
+) -> Result<u64, IoError> {
+    let eof = f.inode.st.borrow().i_size.div_ceil(PAGE_SIZE);
+    let mut over_high = 0;
+    if f.inode.mapping.borrow().count_missing(start, start + 1) > 0 {
+        let w = page_cache_sync_ra(&mut f.ra.borrow_mut(), start, end - start, eof);
+        over_high = read_window(m, f, w, fl).await?;
+    }
+    loop {
+        let Some(at) = f.inode.mapping.borrow_mut().take_ra_mark(start, end) else {
+            break;
+        };
+        let hole = f.inode.mapping.borrow().next_hole(at);
+        let w = page_cache_async_ra(&mut f.ra.borrow_mut(), at, end - at, hole, eof);
+        if let Some(w) = w {
+            m.count_event("page_cache_async_ra");
+            over_high = read_window(m, f, w, fl).await?;
+        }
+    }
+    let missing = f.inode.mapping.borrow().missing_ranges(start, end);
+    for (s, e) in missing {
+        over_high = read_pages(m, f, s, e, fl).await?;
+    }
+    if f.inode.mapping.borrow().is_reading(start, end) {
+        m.count_inode_event("folio_read_wait", &f.inode);
+        let (ino, s, e) = (f.inode.clone(), start, end);
+        f.inode
+            .i_wb_wait
+            .wait_event(m.sim(), move || !ino.mapping.borrow().is_reading(s, e))
+            .await;
+    }
+    Ok(over_high)
+}
+
+/// `page_cache_ra_unbounded()` of a readahead window: each run of pages not
+/// cached is read with its own bio ([`read_pages`]); the new folio at the
+/// window's mark gets PG_readahead. Returns the pages owed to memory.high.
+async fn read_window(m: &Rc<Machine>, f: &File, w: RaWindow, fl: IoFlags) -> Result<u64, IoError> {
+    let mut over_high = 0;
+    let missing = f.inode.mapping.borrow().missing_ranges(w.start, w.end);
+    for (s, e) in missing {
+        over_high = read_pages(m, f, s, e, fl).await?;
+        if let Some(mk) = w.mark.filter(|mk| (s..e).contains(mk)) {
+            f.inode.mapping.borrow_mut().set_ra_mark(mk);
+        }
+    }
+    Ok(over_high)
+}
+
 /// Brings the missing pages `[start, end)` of `f` in with one read bio
 /// (`page_cache_ra_unbounded` -> `read_pages`): the folios are allocated
 /// and charged ([`alloc_folios`], with reclaim), added to the page cache
@@ -536,24 +620,13 @@ pub async fn vfs_read(
     let (start, end) = page_range(pos, len);
     let mut over_high = 0;
     if f.sb.bdi.can_writeback {
-        // filemap_get_pages: bring the missing folios in, then wait for
-        // those still being read (filemap_update_page: folio_lock).
-        let missing = f.inode.mapping.borrow().missing_ranges(start, end);
-        for (s, e) in missing {
-            over_high = read_pages(m, f, s, e, fl).await?;
-        }
-        if f.inode.mapping.borrow().is_reading(start, end) {
-            m.count_inode_event("folio_read_wait", &f.inode);
-            let (ino, s, e) = (f.inode.clone(), start, end);
-            f.inode
-                .i_wb_wait
-                .wait_event(m.sim(), move || !ino.mapping.borrow().is_reading(s, e))
-                .await;
-        }
+        over_high = filemap_get_pages(m, f, start, end, fl).await?;
     }
     m.sched()
         .cpu(m.costs().syscall_ns + (end - start) * m.costs().read_copy_page_ns)
         .await;
+    // filemap_read: ra->prev_pos = the position after the read.
+    f.ra.borrow_mut().prev_index = Some((pos + len) / PAGE_SIZE);
     if fl.dontcache {
         let d = f
             .inode

@@ -94,6 +94,9 @@ pub fn sget(
     if let Some(dev) = &device {
         dev.set_bdp_sleep_source(bdi.last_bdp_sleep.clone());
     }
+    // The filesystem's setup of its bdi at mount (btrfs `open_ctree`: the
+    // readahead window).
+    bdi.ra_pages.set(fs.bdi_ra_pages(bdi.ra_pages.get()));
     let sb = Rc::new(SuperBlock {
         id: m.new_id(),
         name: name.to_string(),

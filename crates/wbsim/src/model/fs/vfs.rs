@@ -481,6 +481,11 @@ pub trait Filesystem {
     fn evict_blocks(&self, sb: &SuperBlock, inode: &Inode) {
         let _ = (sb, inode);
     }
+    /// The readahead window (`bdi->ra_pages`, pages) the filesystem sets on
+    /// its bdi at mount, from the default `ra_pages`. Default: unchanged.
+    fn bdi_ra_pages(&self, ra_pages: u64) -> u64 {
+        ra_pages
+    }
     /// Sets up a new inode the filesystem gives a size or blocks at birth
     /// (a block device's inode: its capacity, all blocks written). Default:
     /// nothing, an empty file.

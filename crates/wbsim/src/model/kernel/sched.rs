@@ -528,6 +528,19 @@ impl Sched {
         )
     }
 
+    /// Whether the task has a CPU right now: running a request, or between
+    /// two requests on the CPU kept for it (the kernel's "current" of a
+    /// CPU). A task just woken from sleep has none until it asks for CPU.
+    pub fn on_cpu(&self, id: TaskId) -> bool {
+        self.is_running(id)
+            || self
+                .0
+                .cpus
+                .borrow()
+                .iter()
+                .any(|c| c.held.is_some_and(|(t, _)| t == id))
+    }
+
     /// Whether the task is waiting for a CPU right now.
     pub fn is_runnable(&self, id: TaskId) -> bool {
         matches!(

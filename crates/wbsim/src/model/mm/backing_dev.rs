@@ -72,6 +72,7 @@ where
         wb_switch_rwsem: RwSemaphore::new(k.locks().class("wb_switch_rwsem"), k.sched()),
         workfn,
         last_bdp_sleep: Rc::new(std::cell::Cell::new(None)),
+        ra_pages: std::cell::Cell::new(crate::model::mm::readahead::VM_READAHEAD_PAGES),
     });
     mm.bdi_list_add(bdi.clone());
     bdi

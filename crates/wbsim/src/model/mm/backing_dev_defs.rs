@@ -374,6 +374,9 @@ pub struct Bdi {
     /// `balance_dirty_pages` on any wb of this bdi, ns (blk-wbt's
     /// `wb_recent_wait` reads it through the block device).
     pub last_bdp_sleep: Rc<Cell<Option<Time>>>,
+    /// `bdi->ra_pages`: the maximum readahead window of files on it, pages
+    /// (`VM_READAHEAD_PAGES` unless the filesystem raises it at mount).
+    pub ra_pages: Cell<u64>,
 }
 
 /// The flusher function of a bdi's wbs, boxed so cgroup wbs created later

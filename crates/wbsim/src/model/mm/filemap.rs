@@ -15,8 +15,11 @@
 //!   NR_FILE_DIRTY and NR_WRITEBACK, as the kernel does.
 //!
 //! Folio locks are kept only where writeback holds them (while adding folios
-//! to a bio) as locked page ranges; a writer copying into a folio waits for
-//! them (`folio_lock` in `write_begin`).
+//! to a bio) and where a read is in flight (new folios are added locked and
+//! not up to date, and unlocked at the read's end; PG_readahead marks are
+//! kept beside them), as locked page ranges; a writer copying into a folio
+//! waits for them (`folio_lock` in `write_begin`), a reader for the read
+//! ones, and reclaim skips them.
 //!
 //! Folio sizes: every range also carries the order of its folios (a range of
 //! order `o` starts and ends on multiples of 2^o pages, so it is a run of
@@ -164,6 +167,9 @@ pub struct AddressSpace {
     /// new folio locked; the read's end marks it up to date and unlocks
     /// it).
     reading: Vec<(u64, u64)>,
+    /// Pages carrying PG_readahead (the mark a readahead window leaves for
+    /// the next one, mm/readahead.rs).
+    ra_marks: Vec<u64>,
     /// `mapping_max_folio_order()`: 0 without large folios.
     max_folio_order: u8,
     /// `AS_STABLE_WRITES`: a folio under writeback may not be modified.
@@ -729,6 +735,52 @@ impl AddressSpace {
     /// to date): a reader of it sleeps in `folio_lock` until the read ends.
     pub fn is_reading(&self, start: u64, end: u64) -> bool {
         self.reading.iter().any(|&(s, e)| s < end && start < e)
+    }
+
+    /// `folio_set_readahead()` on the folio of page `index`.
+    pub fn set_ra_mark(&mut self, index: u64) {
+        if !self.ra_marks.contains(&index) {
+            self.ra_marks.push(index);
+        }
+    }
+
+    /// The first page of `[start, end)` carrying PG_readahead, its mark
+    /// cleared (`folio_test_clear_readahead` in `filemap_readahead`). Marks
+    /// on pages no longer cached went with their folio and are dropped.
+    pub fn take_ra_mark(&mut self, start: u64, end: u64) -> Option<u64> {
+        let cached: Vec<bool> = self
+            .ra_marks
+            .iter()
+            .map(|&i| self.count_missing(i, i + 1) == 0)
+            .collect();
+        let mut keep = Vec::with_capacity(self.ra_marks.len());
+        let mut hit: Option<u64> = None;
+        for (&i, c) in self.ra_marks.iter().zip(cached) {
+            if !c {
+                continue;
+            }
+            if (start..end).contains(&i) && hit.is_none_or(|h| i < h) {
+                if let Some(h) = hit.replace(i) {
+                    keep.push(h);
+                }
+                continue;
+            }
+            keep.push(i);
+        }
+        self.ra_marks = keep;
+        hit
+    }
+
+    /// The first page at or after `from` not cached (`page_cache_next_miss`).
+    pub fn next_hole(&self, from: u64) -> u64 {
+        let mut at = from;
+        for (s, e, _) in self.ranges_in(from, u64::MAX) {
+            if s > at {
+                break;
+            }
+            at = e;
+        }
+        at
     }
 
     /// Pages of reads in flight.

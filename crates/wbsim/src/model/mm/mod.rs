@@ -4,7 +4,8 @@
 //! contexts (backing_dev), the machine's page counters (vmstat), the page
 //! allocator's watermarks and slow path (page_alloc), reclaim: kswapd,
 //! direct reclaim and the reclaim throttles (vmscan), LRU-add batching
-//! (swap), and memory cgroups (memcontrol).
+//! (swap), memory cgroups (memcontrol) and the readahead window
+//! (readahead).
 
 pub mod backing_dev;
 pub mod backing_dev_defs;
@@ -14,6 +15,7 @@ pub mod memcontrol_defs;
 pub mod mmzone;
 pub mod page_alloc;
 pub mod page_writeback;
+pub mod readahead;
 pub mod state;
 pub mod swap;
 pub mod vmscan;

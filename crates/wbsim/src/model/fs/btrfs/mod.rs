@@ -66,7 +66,7 @@ use crate::model::fs::btrfs::inode::{btrfs_finish_ordered_new, btrfs_finish_orde
 use crate::model::fs::btrfs::transaction::{
     btrfs_commit_transaction, BTRFS_DEFAULT_COMMIT_INTERVAL,
 };
-use crate::model::fs::inode::InodeRef;
+use crate::model::fs::inode::{Inode, InodeRef};
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::{Filesystem, FsCosts, LocalBoxFuture};
@@ -313,6 +313,20 @@ impl Filesystem for Btrfs {
     }
     fn per_sb_bdi(&self) -> bool {
         true
+    }
+    fn bdi_ra_pages(&self, ra_pages: u64) -> u64 {
+        // open_ctree: ra_pages times the number of devices (one here), at
+        // least 4 MiB.
+        ra_pages.max((4 << 20) / PAGE_SIZE)
+    }
+    fn init_inode(&self, inode: &Inode) {
+        // A preloaded file (subvolume inode numbers from alloc_ino) has its
+        // size from the start.
+        let (sv, ino) = (inode.ino >> 32, inode.ino & 0xffff_ffff);
+        let first = BTRFS_FIRST_FREE_OBJECTID + 1;
+        if sv > 0 && ino >= first && ino < first + self.opts.preload_files {
+            inode.st.borrow_mut().i_size = self.opts.preload_size;
+        }
     }
     fn alloc_ino(&self, m: &Machine, sb: &SuperBlock, dir: &str) -> Option<u64> {
         // A file under `subvol<N>/` is the next preloaded file there.

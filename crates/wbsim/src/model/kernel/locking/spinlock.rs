@@ -158,7 +158,13 @@ impl SpinLock {
                 false
             }
         };
-        let mut free = take(&mut self.0.st.borrow_mut());
+        // Only a task on a CPU takes a spinlock: a task that has none (woken
+        // from sleep, not yet run again) makes its attempt once it runs, so
+        // it never holds the lock while waiting for a CPU.
+        let on_cpu = self.0.sched.on_cpu(me);
+        let mut free = on_cpu && take(&mut self.0.st.borrow_mut());
+        // Whether the attempt that took the lock was already paid for.
+        let mut attempt_paid = false;
         if !free {
             // Only a task on a CPU spins: the failed attempt is made there
             // (a task woken from sleep waits for a CPU first), and from then
@@ -166,6 +172,7 @@ impl SpinLock {
             // spins and after the lock is handed to it.
             self.0.sched.cpu_nopreempt(self.0.params.acquire_ns).await;
             free = take(&mut self.0.st.borrow_mut());
+            attempt_paid = free && !on_cpu;
         }
         let guard = if free {
             self.0
@@ -205,10 +212,12 @@ impl SpinLock {
             }
         };
         let p = &self.0.params;
-        self.0
-            .sched
-            .cpu_nopreempt(p.acquire_ns + p.release_ns)
-            .await;
+        let cost = if attempt_paid {
+            p.release_ns
+        } else {
+            p.acquire_ns + p.release_ns
+        };
+        self.0.sched.cpu_nopreempt(cost).await;
         guard
     }
 
