@@ -139,6 +139,13 @@ impl IntervalSet {
     pub fn pages(&self) -> u64 {
         self.ranges.iter().map(|(s, e)| e - s).sum()
     }
+
+    /// Pages of `[start, end)` in the set.
+    pub fn pages_in(&self, start: u64, end: u64) -> u64 {
+        self.touching_iter(start, end)
+            .map(|(s, e)| e.min(end).saturating_sub(s.max(start)))
+            .sum()
+    }
 }
 
 /// The blocks behind a file's pages.

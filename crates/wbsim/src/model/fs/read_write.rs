@@ -294,7 +294,9 @@ async fn generic_perform_write(
     // A write extending the file over holes reserves delalloc beyond EOF.
     let size_pages = f.inode.st.borrow().i_size.div_ceil(PAGE_SIZE);
     if end > size_pages {
-        let pre = f.sb.fs.eof_prealloc_pages(end);
+        let pre =
+            f.sb.fs
+                .eof_prealloc_pages(size_pages, mapped_run_before(&f.inode, start));
         if pre > 0 {
             f.inode.extents.borrow_mut().reserve_eof(end, end + pre);
         }
@@ -599,6 +601,30 @@ async fn read_pages(
         None => done(),
     }
     Ok(over_high)
+}
+
+/// The mapped range (pages with blocks, dirty pages over holes, i.e.
+/// delalloc, and speculative preallocation) that ends right before page
+/// `start`, as its length rounded down to a power of two (found by doubling
+/// the range checked, up to 2^20 pages); None when page `start - 1` is a
+/// hole, or `start` is 0. What `xfs_iomap_prealloc_size` reads from the
+/// extent list (`xfs_iext_prev_extent`).
+fn mapped_run_before(inode: &InodeRef, start: u64) -> Option<u64> {
+    let ext = inode.extents.borrow();
+    let map = inode.mapping.borrow();
+    let mapped = |a: u64, b: u64| {
+        ext.holes(a, b)
+            .into_iter()
+            .all(|(hs, he)| map.dirty_in(hs, he) + ext.eof_reserved.pages_in(hs, he) >= he - hs)
+    };
+    if start == 0 || !mapped(start - 1, start) {
+        return None;
+    }
+    let mut run = 1;
+    while run < (1 << 20) && run * 2 <= start && mapped(start - run * 2, start) {
+        run *= 2;
+    }
+    Some(run)
 }
 
 /// read(2)/preadv2(2) of `len` bytes at `pos`.

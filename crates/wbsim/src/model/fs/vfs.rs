@@ -281,10 +281,12 @@ pub trait Filesystem {
         false
     }
     /// Speculative preallocation beyond EOF reserved by a buffered write
-    /// that extends a file to `size_pages` pages (`xfs_iomap_prealloc_size`),
-    /// pages. 0: none.
-    fn eof_prealloc_pages(&self, size_pages: u64) -> u64 {
-        let _ = size_pages;
+    /// that extends a file of `isize_pages` pages (`xfs_iomap_prealloc_size`),
+    /// pages. `prev_run` is the length of the mapped range (blocks or
+    /// delalloc) ending right where the write starts, as a power of two
+    /// rounded down; None when a hole precedes the write. 0: none.
+    fn eof_prealloc_pages(&self, isize_pages: u64, prev_run: Option<u64>) -> u64 {
+        let _ = (isize_pages, prev_run);
         0
     }
     /// CPU of converting one completed ioend's unwritten blocks to written

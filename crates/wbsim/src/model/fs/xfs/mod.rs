@@ -684,20 +684,28 @@ impl Filesystem for Xfs {
             drop(ilock);
         })
     }
-    /// `xfs_iomap_prealloc_size` with free space plentiful: with
-    /// `allocsize` that size, for files at least that large; without it the
-    /// file's size rounded down to a power of two (so the reservation
-    /// doubles as the file grows), none for files under 64 KiB.
-    fn eof_prealloc_pages(&self, size_pages: u64) -> u64 {
-        // allocsize=: no preallocation below that size, then exactly it.
+    /// Speculative preallocation of a write past EOF, as
+    /// `xfs_buffered_write_iomap_begin` sizes it: `allocsize=` when mounted
+    /// with it; else `xfs_iomap_prealloc_size` with free space plentiful:
+    /// none while the file is under 64 KiB (`m_allocsize_blocks`), the
+    /// 64 KiB minimum when a hole precedes the write (a random write past
+    /// EOF: `prev.br_startoff + prev.br_blockcount < offset_fsb`), otherwise
+    /// twice the mapped range before it, rounded down to a power of two,
+    /// at most `XFS_MAX_BMBT_EXTLEN`. Simplified: the preceding range counts
+    /// pages with blocks, delalloc and preallocation alike (the kernel stops
+    /// at a delalloc record or a physical discontinuity further back), and
+    /// no low-space or quota throttling.
+    fn eof_prealloc_pages(&self, isize_pages: u64, prev_run: Option<u64>) -> u64 {
         if let Some(a) = self.opts.allocsize_pages {
-            return if size_pages < a { 0 } else { a };
+            return a;
         }
-        if size_pages < XFS_PREALLOC_MIN_PAGES {
+        if isize_pages < XFS_PREALLOC_MIN_PAGES {
             return 0;
         }
-        let p = 1u64 << (63 - size_pages.leading_zeros());
-        p.min(XFS_PREALLOC_MAX_PAGES)
+        match prev_run {
+            None => XFS_PREALLOC_MIN_PAGES,
+            Some(run) => (run * 2).clamp(XFS_PREALLOC_MIN_PAGES, XFS_PREALLOC_MAX_PAGES),
+        }
     }
     fn end_io_wq(&self, m: &Rc<Machine>, sb: &SuperBlock) -> Option<Workqueue> {
         let wq = self
