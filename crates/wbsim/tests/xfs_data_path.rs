@@ -166,3 +166,33 @@ fn ioends_hold_at_most_256_folios() {
     let large = one_job("5us", "rw=write\nbs=1m\nsize=16m\nend_fsync=1");
     assert_eq!(ioends(&large), 1.0);
 }
+
+fn delalloc_conversions(r: &Results) -> f64 {
+    r.stat("fio.j.trace.xfs_bmapi_convert_delalloc", "value")
+        .unwrap_or(0.0)
+}
+
+/// Speculative preallocation as `xfs_iomap_prealloc_size` sizes it (the
+/// rule itself is unit-tested in `model/fs/xfs`): a sequential writer
+/// extending a new file gets reservations twice the mapped range before
+/// each write, so writeback allocates the file in one large extent; a
+/// random writer leaves many small delalloc extents, each its own
+/// conversion at writeback.
+#[test]
+fn sequential_writers_allocate_few_extents_random_writers_many() {
+    let seq = delalloc_conversions(&one_job(
+        "5us",
+        "rw=write\nbs=4k\nsize=16m\nfallocate=none\nend_fsync=1",
+    ));
+    let rand = delalloc_conversions(&one_job(
+        "5us",
+        "rw=randwrite\nbs=4k\nsize=16m\nfallocate=none\nend_fsync=1",
+    ));
+    assert!(seq > 0.0 && seq < 20.0, "sequential: {seq} conversions");
+    // 4096 pages, written back at the closing fsync: the random file's
+    // delalloc extents are still many small ones.
+    assert!(
+        rand > 50.0 * seq,
+        "random: {rand} conversions, sequential {seq}"
+    );
+}

@@ -833,6 +833,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn speculative_preallocation_follows_xfs_iomap_prealloc_size() {
+        let x = Xfs::new();
+        // A file under 64 KiB gets none.
+        assert_eq!(x.eof_prealloc_pages(15, Some(8)), 0);
+        // A write past EOF after a hole (a random write) gets the 64 KiB
+        // minimum, whatever the file's size.
+        assert_eq!(x.eof_prealloc_pages(1 << 18, None), XFS_PREALLOC_MIN_PAGES);
+        // A write extending a mapped range gets twice that range, at least
+        // the minimum, at most XFS_MAX_BMBT_EXTLEN.
+        assert_eq!(x.eof_prealloc_pages(1 << 10, Some(1 << 10)), 1 << 11);
+        assert_eq!(x.eof_prealloc_pages(64, Some(4)), XFS_PREALLOC_MIN_PAGES);
+        assert_eq!(
+            x.eof_prealloc_pages(1 << 22, Some(1 << 21)),
+            XFS_PREALLOC_MAX_PAGES
+        );
+        // allocsize= is used as it is.
+        let a = Xfs::with_options(XfsOptions {
+            allocsize_pages: Some(256),
+            ..XfsOptions::default()
+        });
+        assert_eq!(a.eof_prealloc_pages(0, None), 256);
+    }
+
+    #[test]
     fn bmbt_levels_grow_with_records() {
         assert_eq!(xfs_bmbt_levels(1), 0);
         assert_eq!(xfs_bmbt_levels(XFS_IFORK_EXTENTS), 0);
