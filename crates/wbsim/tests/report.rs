@@ -425,3 +425,24 @@ fn a_headline_pattern_gives_one_row_per_matched_metric_and_a_per_job_table() {
         "{md}"
     );
 }
+
+#[test]
+fn jobs_cut_off_by_the_run_are_named_in_the_setup() {
+    let mut runs = fx::dontcache();
+    for r in runs.iter_mut() {
+        if let Run::Done(res) = r {
+            if res.variant == "kick" {
+                res.unfinished_jobs = vec!["seq-write-4w-dontcache".to_string()];
+            }
+        }
+    }
+    let r = report::build(&runs, &[]);
+    let md = md_section(&r.markdown, "dontcache");
+    assert!(
+        md.contains("jobs cut off by the run's end (rates cover what they did): kick seed 1: seq-write-4w-dontcache"),
+        "{md}"
+    );
+    // Without cut-off jobs the line says nothing about them.
+    let r = report::build(&fx::dontcache(), &[]);
+    assert!(!md_section(&r.markdown, "dontcache").contains("cut off"));
+}

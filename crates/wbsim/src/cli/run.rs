@@ -272,16 +272,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         match res {
             Ok(mut r) => {
                 r.host.date = Host::now();
-                let jobs = scenario_fio_jobs(&sc, &v.name);
-                r.not_modelled = jobs.1;
-                // The runner flags jobs still running at the end; add those
-                // whose I/O fell short of their size otherwise.
-                for j in unfinished_jobs(&r, &jobs.0) {
-                    if !r.unfinished_jobs.contains(&j) {
-                        r.unfinished_jobs.push(j);
-                    }
-                }
-                for p in fio_output::write_logs(&r, &jobs.0, &a.log_dir)? {
+                let jobs = annotate(&mut r, &sc, &v.name);
+                for p in fio_output::write_logs(&r, &jobs, &a.log_dir)? {
                     eprintln!("wbsim run: fio log {}", p.display());
                 }
                 let path = match (&dir, &a.out) {
@@ -291,13 +283,13 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 };
                 r.save(&path)?;
                 if let Some(formats) = &a.output_format {
-                    fio_text.push_str(&fio_output::render(&r, &jobs.0, &formats.0));
+                    fio_text.push_str(&fio_output::render(&r, &jobs, &formats.0));
                     eprintln!("wbsim run: results -> {}", path.display());
                 } else if let Err(e) = print_summary(&mut std::io::stdout().lock(), &r, &path)
                     .and_then(|_| {
                         std::io::stdout()
                             .lock()
-                            .write_all(fio_output::job_summary(&r, &jobs.0).as_bytes())
+                            .write_all(fio_output::job_summary(&r, &jobs).as_bytes())
                     })
                 {
                     // `wbsim run ... | head`: stop printing, keep running.
@@ -339,6 +331,25 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         anyhow::bail!("--output is where --output-format's output goes; give --output-format too");
     }
     Ok(if failed > 0 { 1 } else { 0 })
+}
+
+/// What `wbsim run` and `wbsim reproduce` add to a run's results besides
+/// the runner's: the fio options accepted but not modelled, and the jobs
+/// whose I/O fell short of their size (the runner flags those still
+/// running at the end). Returns the variant's fio jobs.
+pub fn annotate(
+    r: &mut Results,
+    sc: &scenario::Scenario,
+    variant: &str,
+) -> Vec<crate::workload::fio::FioJob> {
+    let (jobs, not_modelled) = scenario_fio_jobs(sc, variant);
+    r.not_modelled = not_modelled;
+    for j in unfinished_jobs(r, &jobs) {
+        if !r.unfinished_jobs.contains(&j) {
+            r.unfinished_jobs.push(j);
+        }
+    }
+    jobs
 }
 
 /// The fio jobs of the scenario's `[[job]]`s that run in `variant`, and

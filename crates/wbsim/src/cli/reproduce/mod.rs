@@ -176,7 +176,10 @@ fn execute(p: &Planned<'_>, opts: &RunOptions, dir: &Path) -> Result<(), String>
     let outcome = match &p.variant {
         Err(e) => Err(e.clone()),
         Ok(v) => match catch_unwind(AssertUnwindSafe(|| run_one(p.scenario, v, p.seed, opts))) {
-            Ok(Ok(r)) => Ok(r),
+            Ok(Ok(mut r)) => {
+                super::run::annotate(&mut r, p.scenario, &v.name);
+                Ok(r)
+            }
             Ok(Err(e)) => Err(e.message),
             Err(panic) => Err(format!("the run panicked: {}", panic_text(panic.as_ref()))),
         },

@@ -173,6 +173,31 @@ fn runs(g: &ExperimentGroup<'_>) -> String {
             s.push_str(&format!(", seeds {lo}..={hi}"));
         }
     }
+    // Jobs the run's end cut off before their size: their rates cover only
+    // what they did.
+    let cut: Vec<String> = g
+        .variants
+        .iter()
+        .flat_map(|v| {
+            v.runs
+                .iter()
+                .filter(|r| !r.unfinished_jobs.is_empty())
+                .map(|r| {
+                    format!(
+                        "{} seed {}: {}",
+                        v.label,
+                        r.seed,
+                        r.unfinished_jobs.join(", ")
+                    )
+                })
+        })
+        .collect();
+    if !cut.is_empty() {
+        s.push_str(&format!(
+            "; jobs cut off by the run's end (rates cover what they did): {}",
+            cut.join("; ")
+        ));
+    }
     s
 }
 
