@@ -43,6 +43,36 @@ pub struct BioFlags {
     pub background: bool,
 }
 
+impl BioFlags {
+    /// No flag: a plain write, as `WB_SYNC_NONE` writeback sends it.
+    pub const NONE: BioFlags = BioFlags {
+        fua: false,
+        sync: false,
+        preflush: false,
+        idle: false,
+        meta: false,
+        background: false,
+    };
+    /// `REQ_META`: an asynchronous metadata write (a filesystem's buffer
+    /// written back in place, XFS's delwri buffers).
+    pub const META: BioFlags = BioFlags {
+        meta: true,
+        ..BioFlags::NONE
+    };
+    /// `REQ_SYNC | REQ_META`: metadata someone waits for (superblocks, tree
+    /// blocks written by a commit).
+    pub const SYNC_META: BioFlags = BioFlags {
+        sync: true,
+        ..BioFlags::META
+    };
+    /// `REQ_SYNC | REQ_IDLE`: an O_DIRECT write (`iomap_dio_bio_opflags`).
+    pub const DIRECT_WRITE: BioFlags = BioFlags {
+        sync: true,
+        idle: true,
+        ..BioFlags::NONE
+    };
+}
+
 /// One bio: what to do to which byte range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bio {

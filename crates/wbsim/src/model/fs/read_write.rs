@@ -462,11 +462,7 @@ pub async fn direct_io(m: &Rc<Machine>, f: &File, pos: u64, len: u64, write: boo
         let off = f.inode.disk_base + pos;
         let bio = if write {
             // iomap_dio_bio_opflags: REQ_SYNC | REQ_IDLE.
-            Bio::write(off, len).with_flags(BioFlags {
-                sync: true,
-                idle: true,
-                ..BioFlags::default()
-            })
+            Bio::write(off, len).with_flags(BioFlags::DIRECT_WRITE)
         } else {
             Bio::read(off, len)
         };

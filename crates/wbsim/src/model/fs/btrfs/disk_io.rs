@@ -113,11 +113,7 @@ pub async fn write_all_supers(sim: &sim::Sim, dev: &BlockDevice) {
     dev.flush().await;
     // write_dev_supers: REQ_SYNC | REQ_META | REQ_PRIO, REQ_FUA on the
     // primary.
-    let meta = BioFlags {
-        sync: true,
-        meta: true,
-        ..BioFlags::default()
-    };
+    let meta = BioFlags::SYNC_META;
     let fua = BioFlags { fua: true, ..meta };
     let left = Rc::new(Cell::new(BTRFS_SUPER_OFFSETS.len()));
     let wq = WaitQueue::new("btrfs:wait_dev_supers");

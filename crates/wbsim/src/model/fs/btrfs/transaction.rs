@@ -87,11 +87,7 @@ pub async fn btrfs_commit_transaction(fs: &BtrfsFsInfo, dev: Option<&BlockDevice
             dev.submit_bio(
                 // btree writeback: REQ_META (and the wbc's flags; the
                 // commit writes with WB_SYNC_ALL, REQ_SYNC).
-                Bio::write(b.start(), BTRFS_NODESIZE as u64).with_flags(BioFlags {
-                    sync: true,
-                    meta: true,
-                    ..BioFlags::default()
-                }),
+                Bio::write(b.start(), BTRFS_NODESIZE as u64).with_flags(BioFlags::SYNC_META),
                 Box::new(move || {
                     l.set(l.get() - 1);
                     w.wake_up_all();

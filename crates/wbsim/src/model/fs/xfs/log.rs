@@ -57,6 +57,22 @@ use crate::model::block::{Bio, BioFlags, BlockDevice as Device};
 use crate::model::kernel::sched::{CgroupId, Sched};
 use crate::model::kernel::wait::WaitQueue;
 
+/// The flags of an iclog write (`xlog_write_iclog`): `REQ_SYNC | REQ_META |
+/// REQ_IDLE`, so writeback throttling never holds it.
+pub const XLOG_ICLOG_FLAGS: BioFlags = BioFlags {
+    sync: true,
+    meta: true,
+    idle: true,
+    ..BioFlags::NONE
+};
+/// An iclog that carries a commit record (or a forced one): also
+/// `REQ_PREFLUSH | REQ_FUA`.
+pub const XLOG_COMMIT_ICLOG_FLAGS: BioFlags = BioFlags {
+    preflush: true,
+    fua: true,
+    ..XLOG_ICLOG_FLAGS
+};
+
 /// `tr_write` log reservation per unit, bytes: 109,048. MEASURED on this
 /// host with xfsprogs 6.1.0: `mkfs.xfs -f -d agcount=4` of a 20 GiB image
 /// (4 KiB blocks, 512-byte inodes, crc, finobt, reflink, rmapbt off), then
@@ -697,12 +713,7 @@ impl Xlog {
             for i in 0..iclogs - 1 {
                 let (l2, d2) = (left.clone(), done.clone());
                 dev.submit_bio(
-                    Bio::write(at(i * logbsize), logbsize).with_flags(BioFlags {
-                        sync: true,
-                        meta: true,
-                        idle: true,
-                        ..BioFlags::default()
-                    }),
+                    Bio::write(at(i * logbsize), logbsize).with_flags(XLOG_ICLOG_FLAGS),
                     Box::new(move || {
                         l2.set(l2.get() - 1);
                         d2.wake_up_all();
@@ -713,17 +724,9 @@ impl Xlog {
             let l3 = left.clone();
             done.wait_event(&self.0.sim, move || l3.get() == 0).await;
             let last = written - (iclogs - 1) * logbsize;
-            let flags = BioFlags {
-                preflush: true,
-                fua: true,
-                sync: true,
-                // xlog_write_iclog: REQ_META | REQ_SYNC | REQ_IDLE.
-                meta: true,
-                idle: true,
-                ..BioFlags::default()
-            };
             dev.submit_bio_wait(
-                Bio::write(at((iclogs - 1) * logbsize), last.max(512)).with_flags(flags),
+                Bio::write(at((iclogs - 1) * logbsize), last.max(512))
+                    .with_flags(XLOG_COMMIT_ICLOG_FLAGS),
             )
             .await;
         }
@@ -807,10 +810,7 @@ impl Xlog {
                 Some(dev) => {
                     dev.submit_bio(
                         // xfs_buf_submit: a delwri metadata buffer, REQ_META.
-                        Bio::write(it.daddr(), bytes).with_flags(BioFlags {
-                            meta: true,
-                            ..BioFlags::default()
-                        }),
+                        Bio::write(it.daddr(), bytes).with_flags(BioFlags::META),
                         Box::new(done),
                     )
                     .await

@@ -83,7 +83,7 @@ use crate::model::policy::WbCtxAssign;
 use ag::{XfsGeometry, XfsMount, XFS_ALLOC_RECS_PER_LEAF};
 use log::{
     mix, Xlog, XlogItem, XlogItemKind, XlogParams, XlogTicket, XFS_DEFAULT_LOG_BYTES,
-    XFS_TR_WRITE_LOGCOUNT, XFS_TR_WRITE_LOGRES,
+    XFS_TR_WRITE_LOGCOUNT, XFS_TR_WRITE_LOGRES, XLOG_COMMIT_ICLOG_FLAGS,
 };
 
 /// CPU per 4 KiB of a buffered write (`iomap_write_begin`, copy into large
@@ -476,17 +476,10 @@ impl Xfs {
     async fn iclog_write(&self, m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
         m.sched().cpu(XFS_LOG_FORCE_CPU_NS).await;
         if let Some(dev) = &sb.device {
-            let flags = BioFlags {
-                preflush: true,
-                fua: true,
-                sync: true,
-                // xlog_write_iclog: REQ_META | REQ_SYNC | REQ_IDLE.
-                meta: true,
-                idle: true,
-                ..BioFlags::default()
-            };
-            dev.submit_bio_wait(Bio::write(LOG_OFFSET, self.opts.logbsize).with_flags(flags))
-                .await;
+            dev.submit_bio_wait(
+                Bio::write(LOG_OFFSET, self.opts.logbsize).with_flags(XLOG_COMMIT_ICLOG_FLAGS),
+            )
+            .await;
         }
     }
 
@@ -799,12 +792,9 @@ impl Filesystem for Xfs {
                 l.push_all_sync().await;
             } else if self.log_dirty.borrow_mut().remove(&sb.id) {
                 self.iclog_write(m, sb).await;
-                dev.submit_bio_wait(Bio::write(LOG_OFFSET / 2, XFS_AIL_PUSH_BYTES).with_flags(
-                    BioFlags {
-                        meta: true,
-                        ..BioFlags::default()
-                    },
-                ))
+                dev.submit_bio_wait(
+                    Bio::write(LOG_OFFSET / 2, XFS_AIL_PUSH_BYTES).with_flags(BioFlags::META),
+                )
                 .await;
             }
             // xfs_log_cover
@@ -814,12 +804,8 @@ impl Filesystem for Xfs {
             // xfs_log_unmount_write
             self.iclog_write(m, sb).await;
             // superblock in place, buftarg drain, cache flush
-            dev.submit_bio_wait(Bio::write(0, XFS_SB_BYTES).with_flags(BioFlags {
-                sync: true,
-                meta: true,
-                ..BioFlags::default()
-            }))
-            .await;
+            dev.submit_bio_wait(Bio::write(0, XFS_SB_BYTES).with_flags(BioFlags::SYNC_META))
+                .await;
             dev.flush().await;
             if let Some(log) = log {
                 log.shutdown();
