@@ -3,33 +3,22 @@
 //! extents at writeback, sync committing the transaction (delayed refs
 //! deleting the old extents' csums), commit_stats, and no lost writes.
 
+mod common;
+
 use std::rc::Rc;
 
 use sim::{Sim, SEC};
-use wbsim::model::block::{BlockDevice, DeviceProfile};
-use wbsim::model::fs::btrfs::{Btrfs, BtrfsOptions, BTRFS_CSUM_VERIFY_SECTOR_NS};
+use wbsim::model::fs::btrfs::BTRFS_CSUM_VERIFY_SECTOR_NS;
 use wbsim::model::fs::read_write::{create_file_in, vfs_read, vfs_write, IoFlags};
-use wbsim::model::fs::super_::sget;
 use wbsim::model::fs::sync::ksys_sync;
-use wbsim::model::init::MachineConfig;
 use wbsim::model::kernel::sched::CgroupId;
 use wbsim::model::machine::Machine;
-use wbsim::model::mm::backing_dev::BdiSettings;
 use wbsim::model::mm::page_writeback::TaskDirty;
 
 const MIB: u64 = 1 << 20;
 
 fn machine(sim: &Sim) -> (Rc<Machine>, Rc<wbsim::model::fs::vfs::SuperBlock>) {
-    let m = Machine::new(sim, MachineConfig::new(2, 4 << 30)).unwrap();
-    let dev = BlockDevice::new(sim, "nvme0n1", DeviceProfile::nvme_dc());
-    let fs = Btrfs::with_options(BtrfsOptions {
-        subvolumes: 4,
-        preload_files: 1,
-        preload_size: 20 * MIB,
-        ..BtrfsOptions::default()
-    });
-    let sb = sget(&m, "/mnt/b", Rc::new(fs), Some(dev), BdiSettings::default());
-    (m, sb)
+    common::btrfs_with_preloaded_files(sim, 2, 4 << 30, 4)
 }
 
 fn stat(m: &Machine, k: &str) -> f64 {
@@ -46,13 +35,7 @@ fn reads_of_preloaded_files_look_up_csums_per_bio() {
     let m2 = m.clone();
     sim.spawn("reader", async move {
         let f = create_file_in(&m2, &sb, "subvol2");
-        let mut pos = 0;
-        while pos < 20 * MIB {
-            vfs_read(&m2, &f, pos, 128 << 10, IoFlags::default())
-                .await
-                .unwrap();
-            pos += 128 << 10;
-        }
+        common::read_sequentially(&m2, &f, 20 * MIB, 128 << 10).await;
     });
     sim.run_until(10 * SEC).unwrap();
     // 160 reads of 128 KiB, read ahead in 8 bios (windows of 512 KiB,

@@ -269,13 +269,7 @@ fn memcg_reclaimers_isolate_under_the_lruvec_lru_lock_and_spin_on_it() {
         let f = create_file(&m, &sb);
         let m2 = m.clone();
         m.sched().spawn("reader", cg, 0, async move {
-            let mut pos = 0;
-            while pos < 32 * MIB {
-                vfs_read(&m2, &f, pos, 128 << 10, IoFlags::default())
-                    .await
-                    .unwrap();
-                pos += 128 << 10;
-            }
+            common::read_sequentially(&m2, &f, 32 * MIB, 128 << 10).await;
         });
     }
     sim.run_until(60 * SEC).unwrap();

@@ -5,31 +5,19 @@
 //! reclaimed, so readers whose windows in flight exceed their memcg's
 //! memory.high are penalised (`mem_cgroup_handle_over_high`).
 
+mod common;
+
 use std::rc::Rc;
 
 use sim::{Sim, SEC};
-use wbsim::model::block::{BlockDevice, DeviceProfile};
-use wbsim::model::fs::btrfs::{Btrfs, BtrfsOptions};
 use wbsim::model::fs::read_write::{create_file_in, vfs_read, IoFlags};
-use wbsim::model::fs::super_::sget;
-use wbsim::model::init::MachineConfig;
 use wbsim::model::machine::Machine;
-use wbsim::model::mm::backing_dev::BdiSettings;
 use wbsim::model::mm::memcontrol::mem_cgroup_css_online;
 
 const MIB: u64 = 1 << 20;
 
 fn machine(sim: &Sim, files: u64) -> (Rc<Machine>, Rc<wbsim::model::fs::vfs::SuperBlock>) {
-    let m = Machine::new(sim, MachineConfig::new(4, 8 << 30)).unwrap();
-    let dev = BlockDevice::new(sim, "nvme0n1", DeviceProfile::nvme_dc());
-    let fs = Btrfs::with_options(BtrfsOptions {
-        subvolumes: files,
-        preload_files: 1,
-        preload_size: 20 * MIB,
-        ..BtrfsOptions::default()
-    });
-    let sb = sget(&m, "/mnt/b", Rc::new(fs), Some(dev), BdiSettings::default());
-    (m, sb)
+    common::btrfs_with_preloaded_files(sim, 4, 8 << 30, files)
 }
 
 #[test]
@@ -81,13 +69,7 @@ fn readers_under_high(readers: u64, high: u64) -> (u64, u64) {
         let (m2, sb2) = (m.clone(), sb.clone());
         m.sched().spawn(&format!("reader{i}"), cg, 0, async move {
             let f = create_file_in(&m2, &sb2, &format!("subvol{i}"));
-            let mut pos = 0;
-            while pos < 20 * MIB {
-                vfs_read(&m2, &f, pos, 128 << 10, IoFlags::default())
-                    .await
-                    .unwrap();
-                pos += 128 << 10;
-            }
+            common::read_sequentially(&m2, &f, 20 * MIB, 128 << 10).await;
         });
     }
     sim.run_until(60 * SEC).unwrap();

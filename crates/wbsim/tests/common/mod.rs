@@ -101,3 +101,58 @@ pub fn mounted(
     );
     (m, sb)
 }
+
+/// A machine of `cpus` CPUs and `memory` bytes with a btrfs on an `nvme-dc`
+/// device mounted at /mnt/b: `subvolumes` subvolumes `subvolN`, each holding
+/// one 20 MiB file laid out beforehand (E2's readers' files).
+pub fn btrfs_with_preloaded_files(
+    sim: &sim::Sim,
+    cpus: usize,
+    memory: u64,
+    subvolumes: u64,
+) -> (
+    std::rc::Rc<wbsim::model::machine::Machine>,
+    std::rc::Rc<wbsim::model::fs::vfs::SuperBlock>,
+) {
+    use wbsim::model::fs::btrfs::{Btrfs, BtrfsOptions};
+    let m = wbsim::model::machine::Machine::new(
+        sim,
+        wbsim::model::init::MachineConfig::new(cpus, memory),
+    )
+    .unwrap();
+    let dev = wbsim::model::block::BlockDevice::new(
+        sim,
+        "nvme0n1",
+        wbsim::model::block::DeviceProfile::nvme_dc(),
+    );
+    let fs = Btrfs::with_options(BtrfsOptions {
+        subvolumes,
+        preload_files: 1,
+        preload_size: 20 << 20,
+        ..BtrfsOptions::default()
+    });
+    let sb = wbsim::model::fs::super_::sget(
+        &m,
+        "/mnt/b",
+        std::rc::Rc::new(fs),
+        Some(dev),
+        wbsim::model::mm::backing_dev::BdiSettings::default(),
+    );
+    (m, sb)
+}
+
+/// Reads `f` from its start to `len` bytes in `bs`-byte read(2) calls, as
+/// `dd bs=BS` or a reader looping over its file does.
+pub async fn read_sequentially(
+    m: &std::rc::Rc<wbsim::model::machine::Machine>,
+    f: &wbsim::model::fs::read_write::File,
+    len: u64,
+    bs: u64,
+) {
+    use wbsim::model::fs::read_write::{vfs_read, IoFlags};
+    let mut pos = 0;
+    while pos < len {
+        vfs_read(m, f, pos, bs, IoFlags::default()).await.unwrap();
+        pos += bs;
+    }
+}
