@@ -74,6 +74,30 @@ enum LatStatus {
     Exceeded,
 }
 
+/// The limits `get_limit` chooses from, with `close_io`, at one instant.
+#[derive(Clone, Copy)]
+struct Limits {
+    max: u32,
+    normal: u32,
+    background: u32,
+    close_io: bool,
+}
+
+impl Limits {
+    /// `get_limit`: the full depth for `REQ_SYNC`/`REQ_META` writes and after
+    /// a recent `balance_dirty_pages` sleep, the background limit for
+    /// `REQ_BACKGROUND` writes and near reads, else the normal one.
+    fn for_flags(self, flags: BioFlags, recent_wait: bool) -> u32 {
+        if flags.sync || flags.meta || recent_wait {
+            self.max
+        } else if flags.background || self.close_io {
+            self.background
+        } else {
+            self.normal
+        }
+    }
+}
+
 /// A sleeping tracked write (`struct rq_qos_wait_data`).
 struct Waiter {
     id: u64,
@@ -254,12 +278,16 @@ impl Wbt {
     /// `get_limit` for a tracked write with `flags`, at `now`, with
     /// `recent_wait` = `wb_recent_wait()`.
     fn get_limit(&self, flags: BioFlags, now: Time, recent_wait: bool) -> u32 {
-        if flags.sync || flags.meta || recent_wait {
-            self.max_depth
-        } else if flags.background || self.close_io(now) {
-            self.wb_background
-        } else {
-            self.wb_normal
+        self.limits_at(now).for_flags(flags, recent_wait)
+    }
+
+    /// The three limits and `close_io` as they stand at `now`.
+    fn limits_at(&self, now: Time) -> Limits {
+        Limits {
+            max: self.max_depth,
+            normal: self.wb_normal,
+            background: self.wb_background,
+            close_io: self.close_io(now),
         }
     }
 
@@ -351,21 +379,9 @@ impl Wbt {
     /// have one. Returns the wakers to wake.
     pub fn wake_all(&mut self, now: Time, recent_wait: bool) -> Vec<Waker> {
         let mut wake = Vec::new();
-        let (max, bg, normal, close) = (
-            self.max_depth,
-            self.wb_background,
-            self.wb_normal,
-            self.close_io(now),
-        );
+        let limits = self.limits_at(now);
         for w in self.waiters.iter_mut().filter(|w| !w.got_token) {
-            let limit = if w.flags.sync || w.flags.meta || recent_wait {
-                max
-            } else if w.flags.background || close {
-                bg
-            } else {
-                normal
-            };
-            if self.inflight >= limit {
+            if self.inflight >= limits.for_flags(w.flags, recent_wait) {
                 break;
             }
             self.inflight += 1;
