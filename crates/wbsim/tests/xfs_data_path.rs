@@ -51,9 +51,14 @@ group_reporting
     ))
 }
 
-fn conversions(r: &Results) -> f64 {
-    r.stat("fio.j.trace.xfs_unwritten_convert", "value")
+/// How many times the job's run hit tracepoint `event`.
+fn trace_count(r: &Results, event: &str) -> f64 {
+    r.stat(&format!("fio.j.trace.{event}"), "value")
         .unwrap_or(0.0)
+}
+
+fn conversions(r: &Results) -> f64 {
+    trace_count(r, "xfs_unwritten_convert")
 }
 
 /// Random 4 KiB RWF_DONTCACHE writes into a preallocated file (fio's
@@ -168,8 +173,7 @@ fn ioends_hold_at_most_256_folios() {
 }
 
 fn delalloc_conversions(r: &Results) -> f64 {
-    r.stat("fio.j.trace.xfs_bmapi_convert_delalloc", "value")
-        .unwrap_or(0.0)
+    trace_count(r, "xfs_bmapi_convert_delalloc")
 }
 
 /// Speculative preallocation as `xfs_iomap_prealloc_size` sizes it (the
