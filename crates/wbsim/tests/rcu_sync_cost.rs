@@ -11,7 +11,7 @@ use wbsim::model::init::MachineConfig;
 use wbsim::model::kernel::sched::CgroupId;
 use wbsim::model::machine::Machine;
 
-fn measure(cpus: usize, hz: u64, hogs: usize) -> Vec<Time> {
+fn measure(cpus: usize, hz: u64, hogs: usize, spread: bool) -> Vec<Time> {
     let sim = Sim::new(1);
     let mut cfg = MachineConfig::new(cpus, 4 << 30);
     cfg.hz = hz;
@@ -35,7 +35,12 @@ fn measure(cpus: usize, hz: u64, hogs: usize) -> Vec<Time> {
             let t0 = m2.now();
             m2.rcu().synchronize_rcu().await;
             out.push(m2.now() - t0);
-            m2.sim().sleep(3 * MSEC + (i * 1_370 * USEC) % jiffy).await;
+            let phase = if spread {
+                (i * 1_370 * USEC) % jiffy
+            } else {
+                0
+            };
+            m2.sim().sleep(3 * MSEC + phase).await;
         }
         out
     });
@@ -52,7 +57,7 @@ fn pct(v: &[Time], p: f64) -> f64 {
 #[test]
 fn synchronize_rcu_takes_one_to_three_jiffies_on_the_host_shape() {
     for hogs in [0, 2, 8] {
-        let v = measure(2, 250, hogs);
+        let v = measure(2, 250, hogs, true);
         eprintln!(
             "2 CPUs HZ=250, {hogs} busy tasks: min {:.2} p50 {:.2} p90 {:.2} p99 {:.2} max {:.2} ms",
             pct(&v, 0.0),
@@ -61,12 +66,16 @@ fn synchronize_rcu_takes_one_to_three_jiffies_on_the_host_shape() {
             pct(&v, 0.99),
             pct(&v, 1.0)
         );
-        // Idle: the CPUs report at the next tick. Busy: a CPU notices the
-        // grace period at one tick and reports at a later one. Never more
-        // than a few jiffies on two CPUs.
+        // The GP kthread's first force-quiescent-state scan is a 1-jiffy
+        // schedule_timeout(), which the timer wheel fires on the tick after
+        // its expiry jiffy: never under one jiffy, at most two when idle
+        // (the scan reports the idle CPUs). Busy: a CPU notices the grace
+        // period at one tick and reports at a later one. Never more than a
+        // few jiffies on two CPUs.
         let jiffy_ms = 4.0;
+        assert!(pct(&v, 0.0) >= jiffy_ms, "{hogs}: min {}", pct(&v, 0.0));
         if hogs == 0 {
-            assert!(pct(&v, 0.5) <= jiffy_ms, "idle p50 {}", pct(&v, 0.5));
+            assert!(pct(&v, 0.5) <= 2.0 * jiffy_ms, "idle p50 {}", pct(&v, 0.5));
         } else {
             assert!(pct(&v, 0.5) > jiffy_ms, "busy p50 {}", pct(&v, 0.5));
         }
@@ -76,11 +85,24 @@ fn synchronize_rcu_takes_one_to_three_jiffies_on_the_host_shape() {
             pct(&v, 1.0)
         );
     }
-    let v = measure(16, 250, 0);
+    let v = measure(16, 250, 0, true);
     eprintln!(
         "16 CPUs HZ=250 idle: min {:.2} p50 {:.2} p99 {:.2} ms",
         pct(&v, 0.0),
         pct(&v, 0.5),
         pct(&v, 0.99)
     );
+}
+
+/// The live measurement's own shape: each call 3 ms after the previous one
+/// returned, so every call lands at the same phase of the tick (a grace
+/// period ends on a tick). Live, on the project's host (2 vCPUs, HZ=250,
+/// 6.18, membarrier(MEMBARRIER_CMD_GLOBAL) from a Python loop, 2026-11-28,
+/// docs/experiments.md E1): p50 4.93 ms, min 4.42, in two runs of 300. The
+/// 1-jiffy FQS timeout armed 3 ms into a jiffy fires two ticks later.
+#[test]
+fn phase_locked_calls_take_what_the_live_host_took() {
+    let v = measure(2, 250, 0, false);
+    let p50 = pct(&v, 0.5);
+    assert!((4.4..=5.5).contains(&p50), "p50 {p50} ms, live 4.93");
 }

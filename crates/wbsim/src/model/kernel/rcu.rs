@@ -27,7 +27,9 @@
 //! - Normal: `rcu_gp_init()` snapshots every CPU (through the scheduler's
 //!   [`CpuRcuView`]); the GP kthread sleeps `jiffies_till_first_fqs` (then
 //!   `jiffies_till_next_fqs` between scans; `rcu_init_geometry()` defaults
-//!   from HZ and nr_cpu_ids) and each force-quiescent-state scan reports the
+//!   from HZ and nr_cpu_ids) in `schedule_timeout()`, whose timer the wheel
+//!   fires on the tick after its expiry jiffy ([`super::timer`]), and each
+//!   force-quiescent-state scan reports the
 //!   dyntick-idle CPUs; a busy CPU notices the grace period at its first
 //!   tick (`note_gp_changes()`) and reports at a later one once it passed a
 //!   quiescent state (with CONFIG_PREEMPT_RCU any tick outside a
@@ -89,6 +91,7 @@ use rand_distr::{Distribution, LogNormal};
 use sim::{Sim, SimRng, Time, MSEC, USEC};
 
 use super::sched::{CpuRcuView, Sched};
+use super::timer::schedule_timeout_end;
 use super::wait::{Completion, WaitQueue};
 
 // ------------------------------------------------------------- gp_seq helpers
@@ -872,13 +875,17 @@ impl RcuInner {
         self.trace_gp(kind, "start");
         if mech && kind == GpKind::Normal {
             // rcu_gp_init() sets every CPU's bit in ->qsmask; the kthread then
-            // sleeps jiffies_till_first_fqs (a jiffies timeout: it expires at a
-            // tick boundary).
+            // sleeps jiffies_till_first_fqs in swait_event_idle_timeout_exclusive
+            // (schedule_timeout: a timer-wheel timer, which fires on the tick
+            // after its expiry jiffy, so 1-2 jiffies for a 1-jiffy timeout).
             let view = self.cpu_view();
             *m.qs.borrow_mut() = vec![CpuQs::default(); view.len()];
             let j = self.params.jiffy_ns();
-            m.next_fqs
-                .set((now / j + self.params.jiffies_till_first_fqs()) * j);
+            m.next_fqs.set(schedule_timeout_end(
+                now,
+                self.params.jiffies_till_first_fqs(),
+                j,
+            ));
             let seq = m.seq.get();
             let me = self.clone();
             self.sim
@@ -945,7 +952,8 @@ impl RcuInner {
         let j = p.jiffy_ns();
         let fqs = now >= m.next_fqs.get();
         if fqs {
-            m.next_fqs.set(now + p.jiffies_till_next_fqs() * j);
+            m.next_fqs
+                .set(schedule_timeout_end(now, p.jiffies_till_next_fqs(), j));
         }
         let urgent = now >= c.start + p.jiffies_to_sched_qs() * j;
         let view = self.cpu_view();
@@ -1252,12 +1260,13 @@ mod tests {
 
     #[test]
     fn grace_period_is_longer_at_hz_100() {
-        // Idle CPUs are seen at the first FQS scan: 3 jiffies at HZ=1000,
-        // 1 jiffy at HZ=100, from a tick boundary.
+        // Idle CPUs are seen at the first FQS scan, a timeout of 3 jiffies
+        // at HZ=1000 and 1 at HZ=100 that the timer wheel fires on the tick
+        // after its expiry jiffy: 4 and 2 jiffies from the jiffy's start.
         let fast = one_sync(1000, 4, 0, true, false, 500 * USEC);
         let slow = one_sync(100, 4, 0, true, false, 500 * USEC);
-        assert_eq!(fast, 3 * MSEC - 500 * USEC);
-        assert_eq!(slow, 10 * MSEC - 500 * USEC);
+        assert_eq!(fast, 4 * MSEC - 500 * USEC);
+        assert_eq!(slow, 20 * MSEC - 500 * USEC);
         assert!(slow > 3 * fast);
     }
 
@@ -1268,7 +1277,7 @@ mod tests {
         // jiffies at HZ=1000).
         let idle = one_sync(1000, 4, 0, false, false, 0);
         let busy = one_sync(1000, 4, 4, false, false, 0);
-        assert_eq!(idle, 3 * MSEC);
+        assert_eq!(idle, 4 * MSEC);
         assert_eq!(busy, 100 * MSEC);
         // Preemptible RCU: each busy CPU notices the grace period at its
         // first tick and reports at its second.
@@ -1279,13 +1288,14 @@ mod tests {
     #[test]
     fn grace_period_lengthens_with_fewer_cpus_ticking() {
         // Every CPU ticking reports within two ticks; a dyntick-idle CPU
-        // does not tick and waits for the FQS scan (3 jiffies at HZ=1000).
+        // does not tick and waits for the FQS scan (a 3-jiffy timeout at
+        // HZ=1000, which fires at the 4th tick).
         let all_ticking = one_sync(1000, 4, 4, true, false, 0);
         let two_ticking = one_sync(1000, 4, 2, true, false, 0);
         let none_ticking = one_sync(1000, 4, 0, true, false, 0);
         assert_eq!(all_ticking, 2 * MSEC);
-        assert_eq!(two_ticking, 3 * MSEC);
-        assert_eq!(none_ticking, 3 * MSEC);
+        assert_eq!(two_ticking, 4 * MSEC);
+        assert_eq!(none_ticking, 4 * MSEC);
         assert!(two_ticking > all_ticking);
     }
 
@@ -1306,30 +1316,31 @@ mod tests {
         let normal = one_sync(1000, 4, 0, true, false, 500 * USEC);
         assert_eq!(exp, 5 * USEC);
         assert_eq!(exp_rt, normal);
-        assert_eq!(exp_rt, 3 * MSEC - 500 * USEC);
+        assert_eq!(exp_rt, 4 * MSEC - 500 * USEC);
     }
 
     #[test]
     fn wait_rcu_gp_pays_the_callback_path() {
         // Without rcu_normal_wake_from_gp the caller waits for its callback.
         // Not offloaded: the grace period is requested at the next tick
-        // (1 ms), its FQS ends it at 4 ms, the callback runs at the tick
-        // after (5 ms).
+        // (1 ms), its FQS timeout (3 jiffies) fires at 5 ms and ends it, the
+        // callback runs at the tick after (6 ms).
         let cb = |p: &mut RcuParams| p.rcu_normal_wake_from_gp = false;
         let at = 500 * USEC;
         let wake = one_sync(1000, 4, 0, true, false, at);
         let tick = sync_on(1000, 4, 0, cb, false, at);
-        assert_eq!(wake, 3 * MSEC - at);
-        assert_eq!(tick, 5 * MSEC - at);
+        assert_eq!(wake, 4 * MSEC - at);
+        assert_eq!(tick, 6 * MSEC - at);
         // Offloaded (rcuog/rcuoc): no tick on either side.
         let nocb = |p: &mut RcuParams| {
             p.rcu_normal_wake_from_gp = false;
             p.nocb = true;
         };
         assert_eq!(sync_on(1000, 4, 0, nocb, false, at), wake);
-        // At HZ=100 each of those ticks is 10 ms: 10 + 10 + 10 ms.
+        // At HZ=100 (a 1-jiffy FQS timeout) each step is a 10 ms tick: the
+        // request at 10, the FQS at 30, the callback at 40 ms.
         let slow = sync_on(100, 4, 0, cb, false, at);
-        assert_eq!(slow, 30 * MSEC - at);
+        assert_eq!(slow, 40 * MSEC - at);
     }
 
     #[test]
@@ -1395,8 +1406,8 @@ mod tests {
             });
         }
         sim.run_until(MSEC * 100).unwrap();
-        // First GP 0..3 ms; the second caller needs the next, 3..6 ms.
-        assert_eq!(*ends.borrow(), vec![3 * MSEC, 6 * MSEC]);
+        // First GP 0..4 ms; the second caller needs the next, 4..8 ms.
+        assert_eq!(*ends.borrow(), vec![4 * MSEC, 8 * MSEC]);
         assert_eq!(rcu.stats().gps, 2);
     }
 }
