@@ -90,10 +90,29 @@ pub const BTRFS_WRITE_PAGE_NS: Time = 3_020;
 /// value (3.74 - 1 - 3.02 us): the 1 MiB write's slope holds costs that are
 /// not per page.
 pub const BTRFS_WRITE_CALL_NS: Time = 2_250;
-/// CPU per page submitted by `btrfs_writepages` (extent allocation, ordered
-/// extents; the data checksum is [`BTRFS_CSUM_SUBMIT_SECTOR_NS`], added in
-/// [`BTRFS_COSTS`]), ns: 0.8 us. Estimate.
-pub const BTRFS_WRITEPAGE_NS: Time = 800;
+/// CPU per page submitted by `btrfs_writepages` (`extent_write_cache_pages`,
+/// `writepage_delalloc` with the extent allocation of `cow_file_range`,
+/// ordered extents, `folio_clear_dirty_for_io`, `submit_extent_folio`; the
+/// data checksum is [`BTRFS_CSUM_SUBMIT_SECTOR_NS`], added in
+/// [`BTRFS_COSTS`]), ns: 1.18 us. Measured on the project host, 2026-11-28
+/// (third session): umount(2) of a btrfs on a loop device (`--direct-io=on`)
+/// right after writing 64 MiB (16,384 order-0 folios: btrfs data has no
+/// large folios in 6.18) without sync, `perf record -F 10000 -a` around
+/// each of 5 umounts: the writeback kworker ran 23.2-27.3 ms (mean 24.7),
+/// 1.51 us per page, less the 0.33 us checksum. (It was a 0.8 us estimate.)
+/// The machine had another agent's builds on its other CPU.
+pub const BTRFS_WRITEPAGE_NS: Time = 1_180;
+/// CPU to drop one page of an evicted btrfs inode's page cache
+/// (`btrfs_evict_inode` -> `truncate_inode_pages_final`: per order-0 folio
+/// `btrfs_invalidate_folio` clearing its extent state and qgroup
+/// reservation, then the generic deletion, uncharge and freeing), ns:
+/// 0.7 us. Measured in the same umounts as [`BTRFS_WRITEPAGE_NS`]
+/// (`perf record -g`, 2 of them): samples of the umount task under
+/// `truncate_inode_pages_range`, 10.5-12.3 ms for the 16,384 pages
+/// (0.64-0.75 us). The generic `TRUNCATE_PAGE_NS` (50 ns) fits large
+/// folios (XFS: the same 64 MiB truncated in 0.8-0.9 ms), not btrfs's
+/// order-0 ones; tmpfs's order-0 pages cost 0.54 us (`SHMEM_FREE_PAGE_NS`).
+pub const BTRFS_EVICT_PAGE_NS: Time = 700;
 /// CPU per 4 KiB sector of checksumming data at submission
 /// (`btrfs_submit_chunk` -> `btrfs_csum_one_bio`: crc32c of each sector into
 /// the ordered extent's csum list), in the submitter's context: with a fast
@@ -104,9 +123,14 @@ pub const BTRFS_WRITEPAGE_NS: Time = 800;
 /// (measured there, taken as is here).
 pub const BTRFS_CSUM_SUBMIT_SECTOR_NS: Time = BTRFS_CSUM_VERIFY_SECTOR_NS;
 /// CPU of `close_ctree` outside the final commit (stopping the cleaner and
-/// transaction kthreads, freeing block groups, roots and caches), ns:
-/// 100 us. Estimate.
-pub const BTRFS_CLOSE_CTREE_CPU_NS: Time = 100 * USEC;
+/// transaction kthreads, destroying the btrfs workqueues with their rescuer
+/// kthreads, freeing block groups, roots and caches), ns: 430 us. Measured
+/// on the project host, 2026-11-28 (third session): `perf record -F 20000
+/// -a -g` around 4 umounts of a clean btrfs on a loop device: 5-11
+/// samples of the umount task under `close_ctree` (0.25-0.55 ms, mean
+/// 0.43), besides 3-4 samples of the exiting `kworker/R-btrfs-*` rescuers.
+/// (It was a 100 us estimate.)
+pub const BTRFS_CLOSE_CTREE_CPU_NS: Time = 430 * USEC;
 /// Offset of metadata on the device (apart from data).
 const META_OFFSET: u64 = 1 << 40;
 
@@ -135,6 +159,7 @@ pub const BTRFS_COSTS: FsCosts = FsCosts {
     write_call_ns: BTRFS_WRITE_CALL_NS,
     writepage_ns: BTRFS_WRITEPAGE_NS + BTRFS_CSUM_SUBMIT_SECTOR_NS,
     readpage_ns: BTRFS_READPAGE_NS,
+    evict_page_ns: BTRFS_EVICT_PAGE_NS,
     ..FsCosts::GENERIC
 };
 
