@@ -163,3 +163,30 @@ size=4m
     assert!(slow - quick >= 45.0, "lat {quick} us -> {slow} us");
     assert!(slow - quick <= 55.0, "lat {quick} us -> {slow} us");
 }
+
+#[test]
+fn batched_submission_makes_every_write_wait_for_the_whole_batch() {
+    // Buffered writes done inline: with one io_uring_enter per write (fio's
+    // default iodepth_batch_submit=1) the k-th write of a ring's worth is
+    // reaped after 16 - k more, about 8.5 writes' time on average; with the
+    // whole ring submitted at once (0: iodepth) all 16 start together and
+    // are reaped after the 16th, so `lat` doubles and the rate stays.
+    let one = uring_job("16g", "nvme-dc", "rw=randwrite\nsize=32m");
+    let all = uring_job(
+        "16g",
+        "nvme-dc",
+        "rw=randwrite\nsize=32m\niodepth_batch_submit=0",
+    );
+    let alias = uring_job("16g", "nvme-dc", "rw=randwrite\nsize=32m\niodepth_batch=16");
+    let (l1, l16) = (
+        stat(&one, "fio.j.lat", "mean"),
+        stat(&all, "fio.j.lat", "mean"),
+    );
+    assert!(l16 > 1.6 * l1 && l16 < 2.2 * l1, "lat {l1} -> {l16} us");
+    assert_eq!(stat(&alias, "fio.j.lat", "mean"), l16);
+    let (b1, b16) = (
+        stat(&one, "fio.j.write_bw", "value"),
+        stat(&all, "fio.j.write_bw", "value"),
+    );
+    assert!((b16 / b1 - 1.0).abs() < 0.05, "rate {b1} -> {b16}");
+}

@@ -3,9 +3,9 @@
 //! completion an unwritten conversion, each with a `tr_write` reservation
 //! (436 KiB) on the log's grant head. With a 2 MiB log (`logsize`) at most
 //! four such reservations fit at once and the CIL is pushed every 256 KiB,
-//! so writeback waits for log space and xfsaild has to write metadata back
-//! for the tail to move; with mkfs's default 64 MiB log neither happens.
-//! (The waits are brief: the write rate is the same within 1%.)
+//! so xfsaild has to write metadata back for the tail to move, and
+//! writeback can wait for log space; with mkfs's default 64 MiB log neither
+//! happens.
 
 mod common;
 use common::{run_text as run, stat};
@@ -79,10 +79,12 @@ fn a_small_log_throttles_writeback() {
     // The small log: checkpoints every 256 KiB, reservations that sleep,
     // xfsaild writing metadata back to move the tail.
     assert!(m(&small, "log_checkpoints") > m(&big, "log_checkpoints"));
-    assert!(m(&small, "log_grant_waits") > 0.0);
-    assert!(m(&small, "log_grant_wait") > 0.0);
     assert!(m(&small, "log_ail_items_written") > 0.0);
-    // The write rate is not asserted: the waits are short (591 waits,
-    // 13.5 ms in all over the 3 s run, seed 1), and the two rates agree
-    // within 1%; which side is faster moved with unrelated changes.
+    // Grant waits are not asserted: they need more than four transactions
+    // in flight at once (the flusher's allocations and the completions'
+    // conversions), which this load reaches only now and then (2 waits in
+    // the 3 s, seed 1, before the writers' hole lookups were costed on
+    // 2026-11-28; none after, as the writers hold the ILOCK longer). The
+    // write rate is not asserted either: which side is faster moved with
+    // unrelated changes.
 }

@@ -27,8 +27,9 @@
 //!
 //! The io_uring engine (fio's `engines/io_uring.c` driven by `do_io`) runs
 //! one submitting task per clone with a ring of `iodepth` entries
-//! ([`crate::model::io_uring::rw::IoRing`]): it prepares an io_u, submits it
-//! (`iodepth_batch_submit`, default 1: one `io_uring_enter` per io_u), and
+//! ([`crate::model::io_uring::rw::IoRing`]): it prepares io_us and submits
+//! them (`iodepth_batch_submit`, default 1: one `io_uring_enter` per io_u;
+//! N: N io_us per `io_uring_enter`, 0: `iodepth`), and
 //! only when `iodepth` are in flight (or nothing is left to issue) reaps:
 //! waits for at least `iodepth_batch_complete_min` (default 1) completions
 //! and takes up to `iodepth_batch_complete_max` (default `iodepth`). The
@@ -921,47 +922,74 @@ async fn run_io_uring(
     let mut inflight: std::collections::BTreeMap<u64, InFlight> = Default::default();
     let mut next_tag = 0u64;
     let mut more = true;
+    // iodepth_batch_submit: io_us queued per io_uring_enter (0: iodepth).
+    let batch = match job.iodepth_batch_submit {
+        0 => depth,
+        n => n.min(depth),
+    } as usize;
     loop {
         while more && inflight.len() < depth as usize && !w.end_requested.get() {
-            let Some(io) = st.borrow_mut().next(job, sim.now()) else {
-                more = false;
+            // Queue up to `batch` io_us (fio's td_io_queue: `start_time`
+            // when each is prepared), then commit them with one
+            // io_uring_enter, which issues the SQEs in order.
+            let mut queued: Vec<(Io, Time)> = Vec::with_capacity(batch);
+            while more
+                && queued.len() < batch
+                && inflight.len() + queued.len() < depth as usize
+                && !w.end_requested.get()
+            {
+                let Some(io) = st.borrow_mut().next(job, sim.now()) else {
+                    more = false;
+                    break;
+                };
+                pace(w, job, st, &io, flow).await;
+                queued.push((io, sim.now()));
+            }
+            if queued.is_empty() {
                 break;
-            };
-            pace(w, job, st, &io, flow).await;
-            let f = st.borrow().files[io.file].clone();
-            let start = sim.now();
-            let tag = next_tag;
-            next_tag += 1;
-            if io.write {
-                // How the kernel took it: `fio.JOB.uring_inline` (done by
-                // the nonblocking attempt) or `fio.JOB.uring_punted` (to
-                // io-wq after -EAGAIN); O_DIRECT counts neither.
-                match ring
-                    .submit_write(&mut task, &f, io.pos, io.len, fl, tag)
-                    .await
-                {
-                    Issue::Inline => w.count(&format!("fio.{}.uring_inline", job.name), 1),
-                    Issue::Punted => w.count(&format!("fio.{}.uring_punted", job.name), 1),
-                    Issue::Async => {}
+            }
+            let mut sent = Vec::with_capacity(queued.len());
+            for (io, start) in queued {
+                let f = st.borrow().files[io.file].clone();
+                let tag = next_tag;
+                next_tag += 1;
+                if io.write {
+                    // How the kernel took it: `fio.JOB.uring_inline` (done by
+                    // the nonblocking attempt) or `fio.JOB.uring_punted` (to
+                    // io-wq after -EAGAIN); O_DIRECT counts neither.
+                    match ring
+                        .submit_write(&mut task, &f, io.pos, io.len, fl, tag)
+                        .await
+                    {
+                        Issue::Inline => w.count(&format!("fio.{}.uring_inline", job.name), 1),
+                        Issue::Punted => w.count(&format!("fio.{}.uring_punted", job.name), 1),
+                        Issue::Async => {}
+                    }
+                } else {
+                    // Reads: inline, blocking (see the module doc).
+                    let res = vfs_read(m, &f, io.pos, io.len, fl).await;
+                    ring_post_read(&ring, &res, tag, st);
                 }
-            } else {
-                // Reads: inline, blocking (see the module doc).
-                let res = vfs_read(m, &f, io.pos, io.len, fl).await;
-                ring_post_read(&ring, &res, tag, st);
+                sent.push((tag, io, start));
             }
+            // `issue_time`: the commit returned (fio_ioring_queued).
             let issue = sim.now();
-            if sim.now() >= st.borrow().measure_from {
-                let mut jobs = w.jobs.borrow_mut();
-                let s = &mut jobs[stats_id].samples;
-                s.mark_depth(inflight.len() as u64 + 1);
-                s.mark_submit(1);
-            }
-            inflight.insert(tag, InFlight { io, start, issue });
-            if job.thinktime_ns > 0 {
-                sim.sleep(job.thinktime_ns).await;
-            }
-            if st.borrow().error.is_some() {
-                more = false;
+            for (tag, io, start) in sent {
+                if sim.now() >= st.borrow().measure_from {
+                    let mut jobs = w.jobs.borrow_mut();
+                    let s = &mut jobs[stats_id].samples;
+                    s.mark_depth(inflight.len() as u64 + 1);
+                    s.mark_submit(1);
+                }
+                inflight.insert(tag, InFlight { io, start, issue });
+                // Simplified: a batch's think times are taken after its
+                // commit (fio thinks between queueing its io_us).
+                if job.thinktime_ns > 0 {
+                    sim.sleep(job.thinktime_ns).await;
+                }
+                if st.borrow().error.is_some() {
+                    more = false;
+                }
             }
         }
         if w.end_requested.get() {

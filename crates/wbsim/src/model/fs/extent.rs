@@ -160,6 +160,10 @@ pub struct ExtentMap {
     pub eof_reserved: IntervalSet,
     /// Extent records created by splitting unwritten extents.
     pub splits: u64,
+    /// Page after the range of the last buffered write's mapping (where a
+    /// sequential writer's next lookup lands, its tree path still in the
+    /// CPU cache).
+    last_write_end: u64,
 }
 
 impl ExtentMap {
@@ -288,6 +292,22 @@ impl ExtentMap {
             self.written.insert(s, e);
         }
         touched
+    }
+
+    /// The mapping of a buffered write over `[start, end)`
+    /// (`xfs_buffered_write_iomap_begin`, `ext4_da_map_blocks`): whether it
+    /// walks the in-core extent tree cold. That is a write whose range has
+    /// a hole (the delalloc path: look the hole up, reserve, insert or merge
+    /// a delalloc record) and that does not start where the previous write
+    /// ended. A sequential writer walks the same path every time and finds
+    /// it cached; a write into preallocated or written blocks of a file
+    /// that has few records walks a tree of one or two nodes. Simplified:
+    /// the cost does not grow with the number of records, and overwrites
+    /// of a fragmented file are not counted as cold.
+    pub fn write_lookup(&mut self, start: u64, end: u64) -> bool {
+        let cold = start != self.last_write_end && !self.holes(start, end).is_empty();
+        self.last_write_end = end;
+        cold
     }
 
     /// Pages with blocks (written or unwritten).

@@ -269,10 +269,19 @@ async fn generic_perform_write(
     let npages = end - start;
     // ->iomap_begin maps the range under the ilock held exclusive; the rest
     // of the call and the copy run outside it.
-    let ilock_ns = f.sb.fs.costs().write_ilock_ns;
-    if ilock_ns > 0 {
+    let costs = f.sb.fs.costs();
+    let ilock_ns = costs.write_ilock_ns;
+    let walk_ns = if costs.extent_walk_ns > 0
+        && f.sb.bdi.can_writeback
+        && f.inode.extents.borrow_mut().write_lookup(start, end)
+    {
+        costs.extent_walk_ns
+    } else {
+        0
+    };
+    if ilock_ns + walk_ns > 0 {
         let ilock = f.inode.ilock.down_write().await;
-        m.sched().cpu(ilock_ns).await;
+        m.sched().cpu(ilock_ns + walk_ns).await;
         drop(ilock);
     }
     m.sched()

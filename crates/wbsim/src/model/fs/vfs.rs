@@ -193,6 +193,12 @@ pub struct FsCosts {
     /// extent lookup, delalloc reservation) under the inode's ilock held
     /// exclusive.
     pub write_ilock_ns: Time,
+    /// Extra CPU of that mapping, also under the ilock, when the write's
+    /// range has a hole (a delalloc lookup and reservation) and does not
+    /// continue the file's previous write: the in-core extent tree is
+    /// walked with its nodes cold, where a sequential writer finds them in
+    /// the CPU cache (`ExtentMap::write_lookup`).
+    pub extent_walk_ns: Time,
     /// CPU per page submitted by writepages (page walk, bio building).
     pub writepage_ns: Time,
     /// CPU of one `->writepages` call that writes at least one page, besides
@@ -230,6 +236,7 @@ impl FsCosts {
         write_page_ns: 0,
         write_call_ns: 0,
         write_ilock_ns: 0,
+        extent_walk_ns: 0,
         writepage_ns: 0,
         writepages_call_ns: 0,
         bio_ns: 0,

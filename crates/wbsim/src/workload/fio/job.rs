@@ -257,6 +257,9 @@ pub struct FioJob {
     /// `iodepth=`, clamped to 1 for synchronous engines (fio accepts a larger
     /// value but a sync engine never has more than one I/O in flight).
     pub iodepth: u32,
+    /// `iodepth_batch_submit=` (alias `iodepth_batch`): io_us submitted per
+    /// `io_uring_enter` (io_uring engine; 0 means `iodepth`). Default 1.
+    pub iodepth_batch_submit: u32,
     /// `direct=` (or `buffered=0`): O_DIRECT.
     pub direct: bool,
     /// `uncached=` (io_uring/pvsync2 engine option): RWF_DONTCACHE.
@@ -400,6 +403,7 @@ impl FioJob {
             filename: None,
             ioengine: IoEngine::Psync,
             iodepth: 1,
+            iodepth_batch_submit: 1,
             direct: false,
             uncached: false,
             fallocate: Fallocate::Native,

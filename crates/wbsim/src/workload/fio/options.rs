@@ -118,6 +118,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("filename",        &[],                    OptKind::Str,      "file name(s), ':'-separated"),
     opt("ioengine",        &[],                    OptKind::Engine,   "psync, sync, pvsync2, io_uring, libaio"),
     opt("iodepth",         &[],                    COUNT,             "I/Os in flight (1 for sync engines)"),
+    opt("iodepth_batch_submit", &["iodepth_batch"], UINT,             "io_us per io_uring submit (0: iodepth)"),
     opt("direct",          &[],                    OptKind::Bool,     "O_DIRECT"),
     opt("buffered",        &[],                    OptKind::Bool,     "inverse of direct"),
     opt("uncached",        &[],                    UINT,              "RWF_DONTCACHE (io_uring, pvsync2)"),
@@ -220,8 +221,6 @@ pub static NOT_MODELLED: &[(&str, &str)] = &[
     ("mem",                    "I/O buffer memory is not modelled"),
     ("iomem_align",            "I/O buffer memory is not modelled"),
     ("hugepage-size",          "I/O buffer memory is not modelled"),
-    ("iodepth_batch",          "submission batching is not modelled (one I/O per submit)"),
-    ("iodepth_batch_submit",   "submission batching is not modelled (one I/O per submit)"),
     ("iodepth_batch_complete", "completion batching is not modelled"),
     ("iodepth_batch_complete_min", "completion batching is not modelled"),
     ("iodepth_batch_complete_max", "completion batching is not modelled"),
@@ -578,6 +577,7 @@ pub fn apply(job: &mut FioJob, spec: &OptionSpec, value: &OptValue, src: &Option
         ("overwrite", V::Bool(b)) => job.overwrite = *b,
         ("norandommap", V::Bool(b)) => job.norandommap = *b,
         ("iodepth", V::U64(n)) => job.iodepth = u32v(*n),
+        ("iodepth_batch_submit", V::U64(n)) => job.iodepth_batch_submit = u32v(*n),
         ("direct", V::Bool(b)) => job.direct = *b,
         ("buffered", V::Bool(b)) => job.direct = !*b,
         ("uncached", V::U64(n)) => job.uncached = *n != 0,
@@ -688,6 +688,6 @@ mod tests {
     fn closest_match() {
         assert_eq!(closest_option("iodeph"), Some("iodepth"));
         assert_eq!(closest_option("ioengin"), Some("ioengine"));
-        assert_eq!(closest_option("iodepth_batch"), None);
+        assert_eq!(closest_option("iodepth_batch_complete"), None);
     }
 }

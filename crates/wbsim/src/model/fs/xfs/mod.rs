@@ -116,6 +116,16 @@ pub const XFS_WRITEPAGES_CALL_NS: Time = 2_700;
 /// delalloc reservation), ns: 0.5 us. Estimate (an extent-tree lookup and a
 /// few counter updates); not separable in the probe's latencies.
 pub const XFS_WRITE_ILOCK_NS: Time = 500;
+/// Extra CPU of that mapping when the write is into a hole away from the
+/// previous write (`FsCosts::extent_walk_ns`: the iext tree walked cold,
+/// then `xfs_bmapi_reserve_delalloc`), ns: 1.09 us. Measured with `wbsim
+/// probe dontcache` (docs/probe/dontcache.json, 3 rounds, 2026-11-25):
+/// mean clat of 4 KiB random buffered writes into a sparse 256 MiB file
+/// (3.626 us) minus 4 KiB sequential ones (2.540 us, which land in the
+/// speculative preallocation); random writes into a preallocated file cost
+/// what sequential ones do (2.666 against 2.679 us), so the cost is the
+/// hole's, not the random offset's.
+pub const XFS_EXTENT_WALK_NS: Time = 1_090;
 /// CPU of each bio of an `xfs_vm_writepages` call after its first, ns: 1.0
 /// us. A discontiguous dirty range starts a new ioend and bio
 /// (`iomap_can_add_to_ioend`, fs/iomap/buffered-io.c), so random 4 KiB
@@ -312,6 +322,7 @@ pub const XFS_COSTS: FsCosts = FsCosts {
     write_page_ns: XFS_WRITE_PAGE_NS,
     write_call_ns: XFS_WRITE_CALL_NS,
     write_ilock_ns: XFS_WRITE_ILOCK_NS,
+    extent_walk_ns: XFS_EXTENT_WALK_NS,
     writepage_ns: XFS_WRITEPAGE_NS,
     writepages_call_ns: XFS_WRITEPAGES_CALL_NS,
     bio_ns: XFS_BIO_NS,
