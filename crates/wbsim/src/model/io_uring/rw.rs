@@ -39,6 +39,17 @@ use crate::model::kernel::sched::CgroupId;
 use crate::model::kernel::wait::WaitQueue;
 use crate::model::mm::page_writeback::TaskDirty;
 
+/// CPU of an io-wq worker per punted request besides the write itself
+/// (`io_worker_handle_work` taking it off the work list and the hash map,
+/// `io_wq_submit_work` -> `io_issue_sqe` reissuing it blocking, posting the
+/// CQE and waking the ring's waiter), ns: 2.1 us. Measured from the probe
+/// (docs/probe/uring.json and dontcache.json, 2026-11-25): ext4's 4 KiB
+/// random buffered writes at iodepth 16 are all punted and run one at a
+/// time on one worker (hashed by inode), 643 MiB/s, so 6.1 us per write,
+/// where the same writes by `pwrite(2)` take 3.96 us (`ext4-rand-buffered`
+/// clat mean, syscall entry included, which the model's `vfs_write` keeps).
+pub const IO_WQ_WORK_NS: sim::Time = 2_100;
+
 /// One completion queue entry (`struct io_uring_cqe`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cqe {
@@ -143,6 +154,7 @@ impl IoRing {
                     Box::new(move |wtask: Rc<RefCell<TaskDirty>>| {
                         Box::pin(async move {
                             let mut t = *wtask.borrow();
+                            ring.0.m.sched().cpu(IO_WQ_WORK_NS).await;
                             let res = vfs_write(&ring.0.m, &mut t, &f, pos, len, fl).await;
                             *wtask.borrow_mut() = t;
                             ring.post_cqe(Cqe { user_data, res });
