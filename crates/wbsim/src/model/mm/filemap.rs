@@ -93,6 +93,12 @@ struct Extent {
     memcg: u64,
 }
 
+/// Whether two extents hold folios of the same state, PG_dropbehind, order
+/// and memcg (neighbours with the same attributes are one range).
+fn same_attrs(a: &Extent, b: &Extent) -> bool {
+    a.state == b.state && a.dropbehind == b.dropbehind && a.order == b.order && a.memcg == b.memcg
+}
+
 /// Page-count changes made by one operation, to be applied by the caller to the
 /// global, per-wb and per-memcg counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -174,6 +180,10 @@ pub struct AddressSpace {
     max_folio_order: u8,
     /// `AS_STABLE_WRITES`: a folio under writeback may not be modified.
     stable_writes: bool,
+    /// Tests only: take the general path of every update, so that the
+    /// single-extent shortcuts can be checked against it.
+    #[cfg(test)]
+    general_paths_only: bool,
 }
 
 impl AddressSpace {
@@ -287,16 +297,22 @@ impl AddressSpace {
             let limit = self.next_cached(pos);
             let order = self.new_folio_order(pos, write_end.max(end) - pos, limit);
             let fe = pos + (1u64 << order);
-            self.map.insert(
-                pos,
-                Extent {
-                    end: fe,
-                    state,
-                    dropbehind,
-                    order,
-                    memcg,
-                },
-            );
+            let new = Extent {
+                end: fe,
+                state,
+                dropbehind,
+                order,
+                memcg,
+            };
+            if self.general_only() {
+                self.map.insert(pos, new);
+                self.coalesce(pos, fe);
+            } else {
+                // The folio fills part of a hole: only the extent ending
+                // at `pos` and the one starting at `fe` (`limit`) can take
+                // it in.
+                self.insert_merged(pos, new);
+            }
             let mut d = Delta::default();
             d.account(None, Some(state), fe - pos);
             if order == 0 {
@@ -306,7 +322,6 @@ impl AddressSpace {
             }
             self.apply_counts(d);
             delta.add(d);
-            self.coalesce(pos, fe);
             pos = fe;
         }
         delta
@@ -372,6 +387,11 @@ impl AddressSpace {
         }
         // Folio operations act on whole folios.
         let (start, end) = self.round_out(start, end);
+        if !self.general_only() {
+            if let Some((s0, e)) = self.extent_at(start).filter(|(_, e)| e.end >= end) {
+                return self.update_within(start, end, (s0, e), f);
+            }
+        }
         self.split_at(start);
         self.split_at(end);
         // Collect the pieces of [start, end): extents and holes.
@@ -410,6 +430,83 @@ impl AddressSpace {
         delta
     }
 
+    /// [`AddressSpace::update`] of `[start, end)` (whole folios) lying
+    /// inside the one extent `ext` = (its start, itself): the same result as
+    /// splitting, applying `f` and coalescing, with only the extents that
+    /// can change touched. The ranges are kept merged (no two neighbours
+    /// with equal attributes), so the parts of `ext` left outside the range
+    /// cannot merge with anything, and the changed part only with the
+    /// extent before `ext` (if it starts at `ext`'s start) or after it (if
+    /// it ends at `ext`'s end).
+    fn update_within(
+        &mut self,
+        start: u64,
+        end: u64,
+        (s0, e): (u64, Extent),
+        mut f: impl FnMut(Option<(PageState, bool)>) -> Option<(PageState, bool)>,
+    ) -> Delta {
+        let old = (e.state, e.dropbehind);
+        let new = f(Some(old));
+        let mut delta = Delta::default();
+        delta.account(Some(old.0), new.map(|n| n.0), end - start);
+        if new == Some(old) {
+            return delta;
+        }
+        // Cut [start, end) out of `ext`, keeping what lies either side.
+        if start > s0 {
+            self.map.get_mut(&s0).expect("extent listed").end = start;
+        } else {
+            self.map.remove(&s0);
+        }
+        if end < e.end {
+            self.map.insert(end, e);
+        }
+        if let Some((state, dropbehind)) = new {
+            let changed = Extent {
+                end,
+                state,
+                dropbehind,
+                ..e
+            };
+            self.insert_merged(start, changed);
+        }
+        self.apply_counts(delta);
+        delta
+    }
+
+    /// Inserts `x` at `start` over a hole, merged with the extent ending at
+    /// `start` and the one starting at `x.end` where their attributes agree
+    /// (what [`AddressSpace::coalesce`] would do around it).
+    fn insert_merged(&mut self, start: u64, mut x: Extent) {
+        if let Some(next) = self.map.get(&x.end).copied() {
+            if same_attrs(&x, &next) {
+                self.map.remove(&x.end);
+                x.end = next.end;
+            }
+        }
+        if let Some((_, prev)) = self.map.range_mut(..start).next_back() {
+            if prev.end == start && same_attrs(prev, &x) {
+                prev.end = x.end;
+                return;
+            }
+        }
+        self.map.insert(start, x);
+    }
+
+    /// Whether the shortcuts of [`AddressSpace::update`] and
+    /// [`AddressSpace::fill_holes`] are off (tests comparing them with the
+    /// general path).
+    fn general_only(&self) -> bool {
+        #[cfg(test)]
+        {
+            self.general_paths_only
+        }
+        #[cfg(not(test))]
+        {
+            false
+        }
+    }
+
     fn apply_counts(&mut self, d: Delta) {
         self.nr_cached = (self.nr_cached as i64 + d.cached) as u64;
         self.nr_dirty = (self.nr_dirty as i64 + d.dirty) as u64;
@@ -424,24 +521,19 @@ impl AddressSpace {
             .next_back()
             .map(|(&k, _)| k)
             .unwrap_or(start);
-        let keys: Vec<u64> = self.map.range(first..=end).map(|(&k, _)| k).collect();
-        let mut prev: Option<u64> = None;
-        for k in keys {
-            if let Some(p) = prev {
-                let pe = self.map[&p];
-                let ke = self.map[&k];
-                if pe.end == k
-                    && pe.state == ke.state
-                    && pe.dropbehind == ke.dropbehind
-                    && pe.order == ke.order
-                    && pe.memcg == ke.memcg
-                {
+        let here: Vec<(u64, Extent)> = self.map.range(first..=end).map(|(&k, &e)| (k, e)).collect();
+        // The extent that the next one may merge into, as grown so far.
+        let mut prev: Option<(u64, Extent)> = None;
+        for (k, ke) in here {
+            if let Some((p, pe)) = prev.as_mut() {
+                if pe.end == k && same_attrs(pe, &ke) {
                     self.map.remove(&k);
-                    self.map.get_mut(&p).expect("prev exists").end = ke.end;
+                    pe.end = ke.end;
+                    self.map.get_mut(p).expect("prev exists").end = ke.end;
                     continue;
                 }
             }
-            prev = Some(k);
+            prev = Some((k, ke));
         }
     }
 
@@ -984,6 +1076,76 @@ mod tests {
         m.start_writeback(0, u64::MAX, u64::MAX);
         assert_eq!(m.folio_owners(2, 10), vec![(2, 6, 1), (3, 2, 1)]);
         m.check().unwrap();
+    }
+
+    /// The single-extent shortcuts of `update` and `fill_holes` leave the
+    /// same ranges and return the same changes as the general path, over a
+    /// random mix of writes, reads, writeback, dropbehind and reclaim, with
+    /// and without large folios.
+    #[test]
+    fn shortcuts_match_the_general_path() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = |n: u64| {
+            // xorshift64*: any fixed sequence will do.
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            x.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+        };
+        for max_order in [0, MAX_PAGECACHE_ORDER] {
+            let mut fast = AddressSpace::new();
+            let mut slow = AddressSpace::new();
+            slow.general_paths_only = true;
+            for m in [&mut fast, &mut slow] {
+                m.set_max_folio_order(max_order);
+            }
+            let mut in_flight: Vec<(u64, u64)> = Vec::new();
+            for step in 0..20_000 {
+                let start = rnd(600);
+                let len = if rnd(4) == 0 { 1 + rnd(64) } else { 1 + rnd(3) };
+                let end = start + len;
+                let (memcg, db) = (1 + rnd(2), rnd(5) == 0);
+                let (write_end, wb_end) = (end + rnd(4), end + rnd(100));
+                let op = rnd(8);
+                let (df, ds) = match op {
+                    0..=2 => (
+                        fast.write_dirty(start, end, write_end, db, memcg),
+                        slow.write_dirty(start, end, write_end, db, memcg),
+                    ),
+                    3 => (
+                        fast.add_clean(start, end, db, memcg),
+                        slow.add_clean(start, end, db, memcg),
+                    ),
+                    4 => {
+                        let max = 1 + rnd(40);
+                        let (rf, df) = fast.start_writeback(start, wb_end, max);
+                        let (rs, ds) = slow.start_writeback(start, wb_end, max);
+                        assert_eq!(rf, rs, "step {step}");
+                        in_flight.extend(rf);
+                        (df, ds)
+                    }
+                    5 if !in_flight.is_empty() => {
+                        let (s, e) = in_flight.swap_remove(rnd(in_flight.len() as u64) as usize);
+                        let (df, nf) = fast.end_writeback(s, e);
+                        let (ds, ns) = slow.end_writeback(s, e);
+                        assert_eq!(nf, ns, "step {step}");
+                        (df, ds)
+                    }
+                    6 => (
+                        fast.drop_clean_dropbehind(start, end),
+                        slow.drop_clean_dropbehind(start, end),
+                    ),
+                    _ => {
+                        let max = rnd(30);
+                        (fast.reclaim_clean(max), slow.reclaim_clean(max))
+                    }
+                };
+                assert_eq!(df, ds, "step {step} op {op}");
+                assert_eq!(fast.map, slow.map, "step {step} op {op}");
+                fast.check().unwrap();
+            }
+            assert!(fast.nr_extents() > 50, "the mix fragments the mapping");
+        }
     }
 
     #[test]
