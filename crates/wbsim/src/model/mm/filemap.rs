@@ -43,6 +43,7 @@
 //! PAGECACHE_TAG_TOWRITE tagging of WB_SYNC_ALL (the caller bounds its walk
 //! instead), shadow entries and refault detection.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 /// The root memcg's id (`ROOT_MEM_CGROUP_ID` of the memcg table): the owner
@@ -91,6 +92,78 @@ struct Extent {
     /// they were created (`filemap_add_folio` -> `mem_cgroup_charge`, the
     /// creating task's memcg); fixed for the folio's life.
     memcg: u64,
+}
+
+/// The extents of a mapping by start page, and the one last found by
+/// [`Ranges::extent_at`]: a write looks up its folio several times (its
+/// size, what is cached, the update, the owners) and most lookups land in
+/// the extent of the one before. The remembered extent is kept exact: every
+/// change to the tree goes through [`Ranges::insert`], [`Ranges::remove`] or
+/// [`Ranges::set_end`], which update or forget it.
+#[derive(Clone, Debug, Default)]
+struct Ranges {
+    tree: BTreeMap<u64, Extent>,
+    /// (start, extent) as in `tree`, or `None`.
+    hint: Cell<Option<(u64, Extent)>>,
+}
+
+impl Ranges {
+    /// The extent holding page `at`, if cached.
+    fn extent_at(&self, at: u64) -> Option<(u64, Extent)> {
+        if let Some((s, e)) = self.hint.get() {
+            if s <= at && at < e.end {
+                return Some((s, e));
+            }
+        }
+        let found = self
+            .tree
+            .range(..=at)
+            .next_back()
+            .map(|(&s, e)| (s, *e))
+            .filter(|(_, e)| e.end > at);
+        if found.is_some() {
+            self.hint.set(found);
+        }
+        found
+    }
+
+    fn insert(&mut self, start: u64, e: Extent) {
+        self.tree.insert(start, e);
+        self.hint.set(Some((start, e)));
+    }
+
+    fn remove(&mut self, start: u64) -> Option<Extent> {
+        if self.hint.get().is_some_and(|(s, _)| s == start) {
+            self.hint.set(None);
+        }
+        self.tree.remove(&start)
+    }
+
+    /// Moves the end of the extent starting at `start` to `end`.
+    fn set_end(&mut self, start: u64, end: u64) {
+        let e = self.tree.get_mut(&start).expect("extent exists");
+        e.end = end;
+        self.hint.set(Some((start, *e)));
+    }
+
+    fn get(&self, start: u64) -> Option<Extent> {
+        self.tree.get(&start).copied()
+    }
+
+    fn range<R: std::ops::RangeBounds<u64>>(
+        &self,
+        r: R,
+    ) -> std::collections::btree_map::Range<'_, u64, Extent> {
+        self.tree.range(r)
+    }
+
+    fn iter(&self) -> std::collections::btree_map::Iter<'_, u64, Extent> {
+        self.tree.iter()
+    }
+
+    fn len(&self) -> usize {
+        self.tree.len()
+    }
 }
 
 /// Whether two extents hold folios of the same state, PG_dropbehind, order
@@ -156,7 +229,7 @@ impl Delta {
 #[derive(Clone, Debug, Default)]
 pub struct AddressSpace {
     /// start page index -> extent.
-    map: BTreeMap<u64, Extent>,
+    map: Ranges,
     nr_cached: u64,
     nr_dirty: u64,
     nr_writeback: u64,
@@ -235,11 +308,7 @@ impl AddressSpace {
 
     /// The extent holding page `at`, if cached.
     fn extent_at(&self, at: u64) -> Option<(u64, Extent)> {
-        self.map
-            .range(..=at)
-            .next_back()
-            .map(|(&s, e)| (s, *e))
-            .filter(|(_, e)| e.end > at)
+        self.map.extent_at(at)
     }
 
     /// The first cached page at or after `index` (u64::MAX if none).
@@ -367,7 +436,7 @@ impl AddressSpace {
             .map(|(&s, e)| (s, *e))
             .filter(|(_, e)| e.end > at);
         if let Some((s, e)) = found {
-            self.map.insert(s, Extent { end: at, ..e });
+            self.map.set_end(s, at);
             self.map.insert(at, e);
         }
     }
@@ -399,7 +468,7 @@ impl AddressSpace {
         let mut cur = start;
         let keys: Vec<u64> = self.map.range(start..end).map(|(&k, _)| k).collect();
         for k in keys {
-            let e = self.map.remove(&k).expect("key just listed");
+            let e = self.map.remove(k).expect("key just listed");
             if k > cur {
                 pieces.push((cur, k, None, 0, 0));
             }
@@ -452,23 +521,52 @@ impl AddressSpace {
         if new == Some(old) {
             return delta;
         }
-        // Cut [start, end) out of `ext`, keeping what lies either side.
-        if start > s0 {
-            self.map.get_mut(&s0).expect("extent listed").end = start;
-        } else {
-            self.map.remove(&s0);
-        }
+        let Some((state, dropbehind)) = new else {
+            // Dropped: a hole between what is left of `ext`.
+            if start > s0 {
+                self.map.set_end(s0, start);
+            } else {
+                self.map.remove(s0);
+            }
+            if end < e.end {
+                self.map.insert(end, e);
+            }
+            self.apply_counts(delta);
+            return delta;
+        };
+        let mut changed = Extent {
+            end,
+            state,
+            dropbehind,
+            ..e
+        };
+        // After the range: the rest of `ext`, or the next extent if it
+        // takes the changed folios in.
         if end < e.end {
             self.map.insert(end, e);
+        } else if let Some(next) = self.map.get(end).filter(|n| same_attrs(&changed, n)) {
+            self.map.remove(end);
+            changed.end = next.end;
         }
-        if let Some((state, dropbehind)) = new {
-            let changed = Extent {
-                end,
-                state,
-                dropbehind,
-                ..e
-            };
-            self.insert_merged(start, changed);
+        // Before it: the rest of `ext`, or the previous extent if it takes
+        // the changed folios in.
+        if start > s0 {
+            self.map.set_end(s0, start);
+            self.map.insert(start, changed);
+        } else {
+            let prev = self
+                .map
+                .range(..s0)
+                .next_back()
+                .map(|(&p, x)| (p, *x))
+                .filter(|(_, x)| x.end == s0 && same_attrs(x, &changed));
+            match prev {
+                Some((p, _)) => {
+                    self.map.remove(s0);
+                    self.map.set_end(p, changed.end);
+                }
+                None => self.map.insert(s0, changed),
+            }
         }
         self.apply_counts(delta);
         delta
@@ -478,15 +576,15 @@ impl AddressSpace {
     /// `start` and the one starting at `x.end` where their attributes agree
     /// (what [`AddressSpace::coalesce`] would do around it).
     fn insert_merged(&mut self, start: u64, mut x: Extent) {
-        if let Some(next) = self.map.get(&x.end).copied() {
+        if let Some(next) = self.map.get(x.end) {
             if same_attrs(&x, &next) {
-                self.map.remove(&x.end);
+                self.map.remove(x.end);
                 x.end = next.end;
             }
         }
-        if let Some((_, prev)) = self.map.range_mut(..start).next_back() {
+        if let Some((&p, prev)) = self.map.range(..start).next_back() {
             if prev.end == start && same_attrs(prev, &x) {
-                prev.end = x.end;
+                self.map.set_end(p, x.end);
                 return;
             }
         }
@@ -527,9 +625,9 @@ impl AddressSpace {
         for (k, ke) in here {
             if let Some((p, pe)) = prev.as_mut() {
                 if pe.end == k && same_attrs(pe, &ke) {
-                    self.map.remove(&k);
+                    self.map.remove(k);
                     pe.end = ke.end;
-                    self.map.get_mut(p).expect("prev exists").end = ke.end;
+                    self.map.set_end(*p, ke.end);
                     continue;
                 }
             }
@@ -624,17 +722,25 @@ impl AddressSpace {
     }
 
     fn ranges_in(&self, start: u64, end: u64) -> impl Iterator<Item = (u64, u64, Extent)> + '_ {
-        let first = self
-            .map
-            .range(..start)
-            .next_back()
-            .filter(|(_, e)| e.end > start)
-            .map(|(&k, _)| k)
-            .unwrap_or(start);
-        self.map
-            .range(first..end)
-            .map(move |(&s, e)| (s.max(start), e.end.min(end), *e))
-            .filter(|(s, e, _)| s < e)
+        let at_start = self.extent_at(start);
+        // All of [start, end) in the extent holding `start`: no walk.
+        let within = at_start.filter(|(_, e)| start < end && end <= e.end);
+        let walk = match within {
+            Some(_) => None,
+            None => {
+                let first = at_start.map_or(start, |(s, _)| s);
+                Some(
+                    self.map
+                        .range(first..end)
+                        .map(move |(&s, e)| (s.max(start), e.end.min(end), *e))
+                        .filter(|(s, e, _)| s < e),
+                )
+            }
+        };
+        within
+            .map(|(_, e)| (start, end, e))
+            .into_iter()
+            .chain(walk.into_iter().flatten())
     }
 
     /// Dirty pages in `[start, end)`.
@@ -733,7 +839,7 @@ impl AddressSpace {
     pub fn reclaim_clean(&mut self, max: u64) -> Delta {
         let mut want = Vec::new();
         let mut left = max;
-        for (&s, e) in &self.map {
+        for (&s, e) in self.map.iter() {
             if left == 0 {
                 break;
             }
@@ -892,7 +998,7 @@ impl AddressSpace {
     /// Drops every page (truncate_inode_pages at eviction). Pages under
     /// writeback must have completed first; returns the changes.
     pub fn truncate_all(&mut self) -> Delta {
-        let end = self.map.last_key_value().map(|(_, e)| e.end).unwrap_or(0);
+        let end = self.map.iter().next_back().map_or(0, |(_, e)| e.end);
         self.update(0, end, |_| None)
     }
 
@@ -900,7 +1006,7 @@ impl AddressSpace {
     pub fn check(&self) -> Result<(), String> {
         let (mut c, mut d, mut w) = (0, 0, 0);
         let mut last_end = 0;
-        for (&s, e) in &self.map {
+        for (&s, e) in self.map.iter() {
             if s < last_end || e.end <= s {
                 return Err(format!("overlapping or empty extent at page {s}"));
             }
@@ -1141,7 +1247,7 @@ mod tests {
                     }
                 };
                 assert_eq!(df, ds, "step {step} op {op}");
-                assert_eq!(fast.map, slow.map, "step {step} op {op}");
+                assert_eq!(fast.map.tree, slow.map.tree, "step {step} op {op}");
                 fast.check().unwrap();
             }
             assert!(fast.nr_extents() > 50, "the mix fragments the mapping");
