@@ -94,47 +94,99 @@ struct Extent {
     memcg: u64,
 }
 
-/// The extents of a mapping by start page, and the one last found by
-/// [`Ranges::extent_at`]: a write looks up its folio several times (its
-/// size, what is cached, the update, the owners) and most lookups land in
-/// the extent of the one before. The remembered extent is kept exact: every
-/// change to the tree goes through [`Ranges::insert`], [`Ranges::remove`] or
-/// [`Ranges::set_end`], which update or forget it.
+/// The extents of a mapping by start page, with the extent and the hole
+/// last found by [`Ranges::lookup`]: a write looks up its folio several
+/// times (its size, what is cached, the update, the owners) and most
+/// lookups land where the one before did. Both are kept exact: every change
+/// to the tree goes through [`Ranges::insert`], [`Ranges::remove`] or
+/// [`Ranges::set_end`], which update or forget them.
 #[derive(Clone, Debug, Default)]
 struct Ranges {
     tree: BTreeMap<u64, Extent>,
     /// (start, extent) as in `tree`, or `None`.
     hint: Cell<Option<(u64, Extent)>>,
+    /// A hole `[a, b)`: no page of it is cached, and `b` is where the next
+    /// extent starts (u64::MAX if none).
+    gap: Cell<Option<(u64, u64)>>,
+    /// Tests only: no remembered extent or hole, and the general path of
+    /// every update (to check the shortcuts against).
+    #[cfg(test)]
+    general_only: bool,
 }
 
 impl Ranges {
-    /// The extent holding page `at`, if cached.
-    fn extent_at(&self, at: u64) -> Option<(u64, Extent)> {
+    /// The extent holding page `at`, or the hole holding it.
+    fn lookup(&self, at: u64) -> Result<(u64, Extent), (u64, u64)> {
+        #[cfg(test)]
+        if self.general_only {
+            self.hint.set(None);
+            self.gap.set(None);
+        }
         if let Some((s, e)) = self.hint.get() {
             if s <= at && at < e.end {
-                return Some((s, e));
+                return Ok((s, e));
             }
         }
-        let found = self
-            .tree
-            .range(..=at)
-            .next_back()
-            .map(|(&s, e)| (s, *e))
-            .filter(|(_, e)| e.end > at);
-        if found.is_some() {
-            self.hint.set(found);
+        if let Some((a, b)) = self.gap.get() {
+            if a <= at && at < b {
+                return Err((a, b));
+            }
         }
-        found
+        let before = self.tree.range(..=at).next_back().map(|(&s, e)| (s, *e));
+        match before {
+            Some((s, e)) if e.end > at => {
+                self.hint.set(Some((s, e)));
+                Ok((s, e))
+            }
+            _ => {
+                let a = before.map_or(0, |(_, e)| e.end);
+                let b = self.tree.range(at..).next().map_or(u64::MAX, |(&s, _)| s);
+                self.gap.set(Some((a, b)));
+                Err((a, b))
+            }
+        }
     }
+
+    /// The extent holding page `at`, if cached.
+    fn extent_at(&self, at: u64) -> Option<(u64, Extent)> {
+        self.lookup(at).ok()
+    }
+
+    /// The remembered hole, if it holds all of `[start, end)`.
+    fn gap_holding(&self, start: u64, end: u64) -> Option<(u64, u64)> {
+        #[cfg(test)]
+        if self.general_only {
+            return None;
+        }
+        self.gap.get().filter(|&(a, b)| a <= start && end <= b)
+    }
+
+    /// Pages `[start, end)` are now cached: the remembered hole shrinks
+    /// (from its front) or is forgotten.
+    fn filled(&self, start: u64, end: u64) {
+        if let Some((a, b)) = self.gap.get() {
+            if end <= a || start >= b {
+                return;
+            }
+            self.gap.set((start <= a && end < b).then_some((end, b)));
+        }
+    }
+
+    // Pages leaving the cache only make holes larger: the remembered one
+    // stays true, except that its end moves if the extent it ends at goes.
 
     fn insert(&mut self, start: u64, e: Extent) {
         self.tree.insert(start, e);
         self.hint.set(Some((start, e)));
+        self.filled(start, e.end);
     }
 
     fn remove(&mut self, start: u64) -> Option<Extent> {
         if self.hint.get().is_some_and(|(s, _)| s == start) {
             self.hint.set(None);
+        }
+        if self.gap.get().is_some_and(|(_, b)| b == start) {
+            self.gap.set(None);
         }
         self.tree.remove(&start)
     }
@@ -144,6 +196,7 @@ impl Ranges {
         let e = self.tree.get_mut(&start).expect("extent exists");
         e.end = end;
         self.hint.set(Some((start, *e)));
+        self.filled(start, end);
     }
 
     fn get(&self, start: u64) -> Option<Extent> {
@@ -253,10 +306,6 @@ pub struct AddressSpace {
     max_folio_order: u8,
     /// `AS_STABLE_WRITES`: a folio under writeback may not be modified.
     stable_writes: bool,
-    /// Tests only: take the general path of every update, so that the
-    /// single-extent shortcuts can be checked against it.
-    #[cfg(test)]
-    general_paths_only: bool,
 }
 
 impl AddressSpace {
@@ -311,20 +360,18 @@ impl AddressSpace {
         self.map.extent_at(at)
     }
 
-    /// The first cached page at or after `index` (u64::MAX if none).
-    fn next_cached(&self, index: u64) -> u64 {
-        self.map.range(index..).next().map_or(u64::MAX, |(&s, _)| s)
-    }
-
     /// One past the last page of the folio holding page `index`: the cached
     /// folio's, or, over a hole, that of the folio a write whose last page
     /// is `write_end - 1` would create there.
     pub fn folio_end(&self, index: u64, write_end: u64) -> u64 {
-        if let Some((_, e)) = self.extent_at(index) {
-            let size = 1u64 << e.order;
-            return (index | (size - 1)) + 1;
-        }
-        let limit = self.next_cached(index);
+        let limit = match self.map.lookup(index) {
+            Ok((_, e)) => {
+                let size = 1u64 << e.order;
+                return (index | (size - 1)) + 1;
+            }
+            // The hole ends at the next cached folio.
+            Err((_, next)) => next,
+        };
         let order = self.new_folio_order(index, write_end.saturating_sub(index), limit);
         index + (1u64 << order)
     }
@@ -359,11 +406,13 @@ impl AddressSpace {
         let mut delta = Delta::default();
         let mut pos = start;
         while pos < end {
-            if let Some((_, e)) = self.extent_at(pos) {
-                pos = e.end;
-                continue;
-            }
-            let limit = self.next_cached(pos);
+            let limit = match self.map.lookup(pos) {
+                Ok((_, e)) => {
+                    pos = e.end;
+                    continue;
+                }
+                Err((_, next)) => next,
+            };
             let order = self.new_folio_order(pos, write_end.max(end) - pos, limit);
             let fe = pos + (1u64 << order);
             let new = Extent {
@@ -576,16 +625,25 @@ impl AddressSpace {
     /// `start` and the one starting at `x.end` where their attributes agree
     /// (what [`AddressSpace::coalesce`] would do around it).
     fn insert_merged(&mut self, start: u64, mut x: Extent) {
-        if let Some(next) = self.map.get(x.end) {
-            if same_attrs(&x, &next) {
-                self.map.remove(x.end);
-                x.end = next.end;
+        // The remembered hole, if `x` goes into it, says which neighbours
+        // cannot exist: none where `x` stops short of the hole's edges.
+        let hole = self.map.gap_holding(start, x.end);
+        let may_have_next = hole.is_none_or(|(_, b)| b == x.end);
+        let may_have_prev = hole.is_none_or(|(a, _)| a == start);
+        if may_have_next {
+            if let Some(next) = self.map.get(x.end) {
+                if same_attrs(&x, &next) {
+                    self.map.remove(x.end);
+                    x.end = next.end;
+                }
             }
         }
-        if let Some((&p, prev)) = self.map.range(..start).next_back() {
-            if prev.end == start && same_attrs(prev, &x) {
-                self.map.set_end(p, x.end);
-                return;
+        if may_have_prev {
+            if let Some((&p, prev)) = self.map.range(..start).next_back() {
+                if prev.end == start && same_attrs(prev, &x) {
+                    self.map.set_end(p, x.end);
+                    return;
+                }
             }
         }
         self.map.insert(start, x);
@@ -597,7 +655,7 @@ impl AddressSpace {
     fn general_only(&self) -> bool {
         #[cfg(test)]
         {
-            self.general_paths_only
+            self.map.general_only
         }
         #[cfg(not(test))]
         {
@@ -722,12 +780,14 @@ impl AddressSpace {
     }
 
     fn ranges_in(&self, start: u64, end: u64) -> impl Iterator<Item = (u64, u64, Extent)> + '_ {
-        let at_start = self.extent_at(start);
-        // All of [start, end) in the extent holding `start`: no walk.
-        let within = at_start.filter(|(_, e)| start < end && end <= e.end);
-        let walk = match within {
-            Some(_) => None,
-            None => {
+        let at_start = self.map.lookup(start);
+        // All of [start, end) in the extent holding `start`, or in the hole
+        // holding it: no walk.
+        let within = at_start.ok().filter(|(_, e)| start < end && end <= e.end);
+        let in_hole = matches!(at_start, Err((_, next)) if end <= next);
+        let walk = match within.is_some() || in_hole {
+            true => None,
+            false => {
                 let first = at_start.map_or(start, |(s, _)| s);
                 Some(
                     self.map
@@ -1184,8 +1244,9 @@ mod tests {
         m.check().unwrap();
     }
 
-    /// The single-extent shortcuts of `update` and `fill_holes` leave the
-    /// same ranges and return the same changes as the general path, over a
+    /// The single-extent shortcuts of `update` and `fill_holes`, and the
+    /// remembered extent and hole, leave the same ranges and return the
+    /// same changes as the general path without memory, over a
     /// random mix of writes, reads, writeback, dropbehind and reclaim, with
     /// and without large folios.
     #[test]
@@ -1201,7 +1262,7 @@ mod tests {
         for max_order in [0, MAX_PAGECACHE_ORDER] {
             let mut fast = AddressSpace::new();
             let mut slow = AddressSpace::new();
-            slow.general_paths_only = true;
+            slow.map.general_only = true;
             for m in [&mut fast, &mut slow] {
                 m.set_max_folio_order(max_order);
             }
@@ -1249,9 +1310,38 @@ mod tests {
                 assert_eq!(df, ds, "step {step} op {op}");
                 assert_eq!(fast.map.tree, slow.map.tree, "step {step} op {op}");
                 fast.check().unwrap();
+                // Lookups (which fill and use the remembered extent and hole)
+                // near where the writer went and elsewhere.
+                for q in [start, end, rnd(700)] {
+                    let qe = q + 1 + rnd(8);
+                    assert_eq!(fast.folio_end(q, qe), slow.folio_end(q, qe), "step {step}");
+                    assert_eq!(fast.count_missing(q, qe), slow.count_missing(q, qe));
+                    assert_eq!(fast.folio_owners(q, qe), slow.folio_owners(q, qe));
+                    assert_eq!(fast.dirty_in(q, qe), slow.dirty_in(q, qe));
+                    assert_eq!(fast.next_hole(q), slow.next_hole(q));
+                }
             }
             assert!(fast.nr_extents() > 50, "the mix fragments the mapping");
         }
+    }
+
+    /// The folio a write would create over a hole is bounded by the next
+    /// cached folio, also when that folio has just left the cache (the
+    /// remembered hole must not keep the old bound).
+    #[test]
+    fn new_folio_size_follows_the_hole_as_it_grows() {
+        let mut m = AddressSpace::new();
+        m.set_max_folio_order(MAX_PAGECACHE_ORDER);
+        m.add_clean(0, 1, false, 1);
+        m.add_clean(48, 64, true, 1);
+        // Order 5 at 32 would reach past 48: order 4.
+        assert_eq!(m.folio_end(32, 200), 48);
+        m.drop_clean_dropbehind(48, 64);
+        assert_eq!(m.folio_end(32, 200), 64);
+        // And as it shrinks.
+        m.add_clean(40, 48, false, 1);
+        assert_eq!(m.folio_end(32, 200), 40);
+        m.check().unwrap();
     }
 
     #[test]
