@@ -97,9 +97,10 @@ struct Extent {
 /// The extents of a mapping by start page, with the extent and the hole
 /// last found by [`Ranges::lookup`]: a write looks up its folio several
 /// times (its size, what is cached, the update, the owners) and most
-/// lookups land where the one before did. Both are kept exact: every change
+/// lookups land where the one before did. Both are kept true: every change
 /// to the tree goes through [`Ranges::insert`], [`Ranges::remove`] or
-/// [`Ranges::set_end`], which update or forget them.
+/// [`Ranges::set_end`], which update or forget them. (Only a cache: the
+/// ranges, and so the results, are the same without it.)
 #[derive(Clone, Debug, Default)]
 struct Ranges {
     tree: BTreeMap<u64, Extent>,
@@ -172,9 +173,6 @@ impl Ranges {
         }
     }
 
-    // Pages leaving the cache only make holes larger: the remembered one
-    // stays true, except that its end moves if the extent it ends at goes.
-
     fn insert(&mut self, start: u64, e: Extent) {
         self.tree.insert(start, e);
         self.hint.set(Some((start, e)));
@@ -185,6 +183,8 @@ impl Ranges {
         if self.hint.get().is_some_and(|(s, _)| s == start) {
             self.hint.set(None);
         }
+        // Pages leaving the cache only make holes larger: the remembered
+        // one stays true, except for its end if the extent there goes.
         if self.gap.get().is_some_and(|(_, b)| b == start) {
             self.gap.set(None);
         }
