@@ -911,6 +911,8 @@ async fn run_io_uring(
     let cg = m.sched().current_cgroup();
     let ring = IoRing::setup(m, cg, &format!("{}.{jobnum}", job.name), depth);
     let workers_gauge = format!("fio.{}.iowq_workers", job.name);
+    let inline_count = format!("fio.{}.uring_inline", job.name);
+    let punted_count = format!("fio.{}.uring_punted", job.name);
     let mut task = TaskDirty::default();
     let fl = IoFlags {
         direct: job.direct,
@@ -961,8 +963,8 @@ async fn run_io_uring(
                         .submit_write(&mut task, &f, io.pos, io.len, fl, tag)
                         .await
                     {
-                        Issue::Inline => w.count(&format!("fio.{}.uring_inline", job.name), 1),
-                        Issue::Punted => w.count(&format!("fio.{}.uring_punted", job.name), 1),
+                        Issue::Inline => w.count(&inline_count, 1),
+                        Issue::Punted => w.count(&punted_count, 1),
                         Issue::Async => {}
                     }
                 } else {

@@ -409,11 +409,14 @@ impl World {
 
     /// Adds to a counter.
     pub fn count(&self, metric: &str, n: u64) {
-        *self
-            .counters
-            .borrow_mut()
-            .entry(metric.to_string())
-            .or_insert(0) += n;
+        let mut counters = self.counters.borrow_mut();
+        // Per I/O on some paths: allocate the name only the first time.
+        match counters.get_mut(metric) {
+            Some(c) => *c += n,
+            None => {
+                counters.insert(metric.to_string(), n);
+            }
+        }
     }
 
     /// Notes an error that fails the run.

@@ -28,7 +28,7 @@
 //! inside `cpu()`; between awaits model code takes no time.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -267,13 +267,46 @@ impl std::ops::Index<&TaskId> for TaskTable {
     }
 }
 
+/// The runnable tasks by (vruntime, enqueue order, id), earliest first:
+/// CFS's rbtree, one for the machine. A sorted vector rather than a tree:
+/// it holds the tasks waiting for a CPU, a few dozen at most in the
+/// scenarios, where shifting a few entries costs less than a tree's nodes.
+#[derive(Default)]
+struct RunQueue(Vec<(u64, u64, TaskId)>);
+
+impl RunQueue {
+    fn insert(&mut self, key: (u64, u64, TaskId)) {
+        if let Err(i) = self.0.binary_search(&key) {
+            self.0.insert(i, key);
+        }
+    }
+
+    fn remove(&mut self, key: &(u64, u64, TaskId)) {
+        if let Ok(i) = self.0.binary_search(key) {
+            self.0.remove(i);
+        }
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, (u64, u64, TaskId)> {
+        self.0.iter()
+    }
+
+    fn first(&self) -> Option<&(u64, u64, TaskId)> {
+        self.0.first()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
 struct Inner {
     sim: Sim,
     params: SchedParams,
     cpus: RefCell<Vec<Cpu>>,
     tasks: RefCell<TaskTable>,
     /// Runnable tasks ordered by (vruntime, enqueue order).
-    runnable: RefCell<BTreeSet<(u64, u64, TaskId)>>,
+    runnable: RefCell<RunQueue>,
     cgroups: RefCell<Vec<Cgroup>>,
     min_vruntime: Cell<u64>,
     seq: Cell<u64>,
@@ -308,7 +341,7 @@ impl Sched {
                     .collect(),
             ),
             tasks: RefCell::new(TaskTable::default()),
-            runnable: RefCell::new(BTreeSet::new()),
+            runnable: RefCell::new(RunQueue::default()),
             cgroups: RefCell::new(vec![Cgroup {
                 name: "/".into(),
                 cpus: vec![true; n],

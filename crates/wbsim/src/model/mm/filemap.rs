@@ -43,6 +43,7 @@
 //! PAGECACHE_TAG_TOWRITE tagging of WB_SYNC_ALL (the caller bounds its walk
 //! instead), shadow entries and refault detection.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 /// The root memcg's id (`ROOT_MEM_CGROUP_ID` of the memcg table): the owner
@@ -91,6 +92,137 @@ struct Extent {
     /// they were created (`filemap_add_folio` -> `mem_cgroup_charge`, the
     /// creating task's memcg); fixed for the folio's life.
     memcg: u64,
+}
+
+/// The extents of a mapping by start page, with the extent and the hole
+/// last found by [`Ranges::lookup`]: a write looks up its folio several
+/// times (its size, what is cached, the update, the owners) and most
+/// lookups land where the one before did. Both are kept true: every change
+/// to the tree goes through [`Ranges::insert`], [`Ranges::remove`] or
+/// [`Ranges::set_end`], which update or forget them. (Only a cache: the
+/// ranges, and so the results, are the same without it.)
+#[derive(Clone, Debug, Default)]
+struct Ranges {
+    tree: BTreeMap<u64, Extent>,
+    /// (start, extent) as in `tree`, or `None`.
+    hint: Cell<Option<(u64, Extent)>>,
+    /// A hole `[a, b)`: no page of it is cached, and `b` is where the next
+    /// extent starts (u64::MAX if none).
+    gap: Cell<Option<(u64, u64)>>,
+    /// Tests only: no remembered extent or hole, and the general path of
+    /// every update (to check the shortcuts against).
+    #[cfg(test)]
+    general_only: bool,
+}
+
+impl Ranges {
+    /// The extent holding page `at`, or the hole holding it.
+    fn lookup(&self, at: u64) -> Result<(u64, Extent), (u64, u64)> {
+        #[cfg(test)]
+        if self.general_only {
+            self.hint.set(None);
+            self.gap.set(None);
+        }
+        if let Some((s, e)) = self.hint.get() {
+            if s <= at && at < e.end {
+                return Ok((s, e));
+            }
+        }
+        if let Some((a, b)) = self.gap.get() {
+            if a <= at && at < b {
+                return Err((a, b));
+            }
+        }
+        let before = self.tree.range(..=at).next_back().map(|(&s, e)| (s, *e));
+        match before {
+            Some((s, e)) if e.end > at => {
+                self.hint.set(Some((s, e)));
+                Ok((s, e))
+            }
+            _ => {
+                let a = before.map_or(0, |(_, e)| e.end);
+                let b = self.tree.range(at..).next().map_or(u64::MAX, |(&s, _)| s);
+                self.gap.set(Some((a, b)));
+                Err((a, b))
+            }
+        }
+    }
+
+    /// The extent holding page `at`, if cached.
+    fn extent_at(&self, at: u64) -> Option<(u64, Extent)> {
+        self.lookup(at).ok()
+    }
+
+    /// The remembered hole, if it holds all of `[start, end)`.
+    fn gap_holding(&self, start: u64, end: u64) -> Option<(u64, u64)> {
+        #[cfg(test)]
+        if self.general_only {
+            return None;
+        }
+        self.gap.get().filter(|&(a, b)| a <= start && end <= b)
+    }
+
+    /// Pages `[start, end)` are now cached: the remembered hole shrinks
+    /// (from its front) or is forgotten.
+    fn filled(&self, start: u64, end: u64) {
+        if let Some((a, b)) = self.gap.get() {
+            if end <= a || start >= b {
+                return;
+            }
+            self.gap.set((start <= a && end < b).then_some((end, b)));
+        }
+    }
+
+    fn insert(&mut self, start: u64, e: Extent) {
+        self.tree.insert(start, e);
+        self.hint.set(Some((start, e)));
+        self.filled(start, e.end);
+    }
+
+    fn remove(&mut self, start: u64) -> Option<Extent> {
+        if self.hint.get().is_some_and(|(s, _)| s == start) {
+            self.hint.set(None);
+        }
+        // Pages leaving the cache only make holes larger: the remembered
+        // one stays true, except for its end if the extent there goes.
+        if self.gap.get().is_some_and(|(_, b)| b == start) {
+            self.gap.set(None);
+        }
+        self.tree.remove(&start)
+    }
+
+    /// Moves the end of the extent starting at `start` to `end`.
+    fn set_end(&mut self, start: u64, end: u64) {
+        let e = self.tree.get_mut(&start).expect("extent exists");
+        e.end = end;
+        self.hint.set(Some((start, *e)));
+        self.filled(start, end);
+    }
+
+    fn get(&self, start: u64) -> Option<Extent> {
+        self.tree.get(&start).copied()
+    }
+
+    fn range<R: std::ops::RangeBounds<u64>>(
+        &self,
+        r: R,
+    ) -> std::collections::btree_map::Range<'_, u64, Extent> {
+        self.tree.range(r)
+    }
+
+    fn iter(&self) -> std::collections::btree_map::Iter<'_, u64, Extent> {
+        self.tree.iter()
+    }
+
+    fn len(&self) -> usize {
+        self.tree.len()
+    }
+}
+
+/// Whether two extents hold folios of the same state, PG_dropbehind, order
+/// and memcg (neighbours with the same attributes are one range).
+fn same_attrs(a: &Extent, b: &Extent) -> bool {
+    a.state == b.state && a.dropbehind == b.dropbehind && a.order == b.order && a.memcg == b.memcg
 }
 
 /// Page-count changes made by one operation, to be applied by the caller to the
@@ -150,7 +282,7 @@ impl Delta {
 #[derive(Clone, Debug, Default)]
 pub struct AddressSpace {
     /// start page index -> extent.
-    map: BTreeMap<u64, Extent>,
+    map: Ranges,
     nr_cached: u64,
     nr_dirty: u64,
     nr_writeback: u64,
@@ -225,27 +357,21 @@ impl AddressSpace {
 
     /// The extent holding page `at`, if cached.
     fn extent_at(&self, at: u64) -> Option<(u64, Extent)> {
-        self.map
-            .range(..=at)
-            .next_back()
-            .map(|(&s, e)| (s, *e))
-            .filter(|(_, e)| e.end > at)
-    }
-
-    /// The first cached page at or after `index` (u64::MAX if none).
-    fn next_cached(&self, index: u64) -> u64 {
-        self.map.range(index..).next().map_or(u64::MAX, |(&s, _)| s)
+        self.map.extent_at(at)
     }
 
     /// One past the last page of the folio holding page `index`: the cached
     /// folio's, or, over a hole, that of the folio a write whose last page
     /// is `write_end - 1` would create there.
     pub fn folio_end(&self, index: u64, write_end: u64) -> u64 {
-        if let Some((_, e)) = self.extent_at(index) {
-            let size = 1u64 << e.order;
-            return (index | (size - 1)) + 1;
-        }
-        let limit = self.next_cached(index);
+        let limit = match self.map.lookup(index) {
+            Ok((_, e)) => {
+                let size = 1u64 << e.order;
+                return (index | (size - 1)) + 1;
+            }
+            // The hole ends at the next cached folio.
+            Err((_, next)) => next,
+        };
         let order = self.new_folio_order(index, write_end.saturating_sub(index), limit);
         index + (1u64 << order)
     }
@@ -280,23 +406,31 @@ impl AddressSpace {
         let mut delta = Delta::default();
         let mut pos = start;
         while pos < end {
-            if let Some((_, e)) = self.extent_at(pos) {
-                pos = e.end;
-                continue;
-            }
-            let limit = self.next_cached(pos);
+            let limit = match self.map.lookup(pos) {
+                Ok((_, e)) => {
+                    pos = e.end;
+                    continue;
+                }
+                Err((_, next)) => next,
+            };
             let order = self.new_folio_order(pos, write_end.max(end) - pos, limit);
             let fe = pos + (1u64 << order);
-            self.map.insert(
-                pos,
-                Extent {
-                    end: fe,
-                    state,
-                    dropbehind,
-                    order,
-                    memcg,
-                },
-            );
+            let new = Extent {
+                end: fe,
+                state,
+                dropbehind,
+                order,
+                memcg,
+            };
+            if self.general_only() {
+                self.map.insert(pos, new);
+                self.coalesce(pos, fe);
+            } else {
+                // The folio fills part of a hole: only the extent ending
+                // at `pos` and the one starting at `fe` (`limit`) can take
+                // it in.
+                self.insert_merged(pos, new);
+            }
             let mut d = Delta::default();
             d.account(None, Some(state), fe - pos);
             if order == 0 {
@@ -306,7 +440,6 @@ impl AddressSpace {
             }
             self.apply_counts(d);
             delta.add(d);
-            self.coalesce(pos, fe);
             pos = fe;
         }
         delta
@@ -352,7 +485,7 @@ impl AddressSpace {
             .map(|(&s, e)| (s, *e))
             .filter(|(_, e)| e.end > at);
         if let Some((s, e)) = found {
-            self.map.insert(s, Extent { end: at, ..e });
+            self.map.set_end(s, at);
             self.map.insert(at, e);
         }
     }
@@ -372,6 +505,11 @@ impl AddressSpace {
         }
         // Folio operations act on whole folios.
         let (start, end) = self.round_out(start, end);
+        if !self.general_only() {
+            if let Some((s0, e)) = self.extent_at(start).filter(|(_, e)| e.end >= end) {
+                return self.update_within(start, end, (s0, e), f);
+            }
+        }
         self.split_at(start);
         self.split_at(end);
         // Collect the pieces of [start, end): extents and holes.
@@ -379,7 +517,7 @@ impl AddressSpace {
         let mut cur = start;
         let keys: Vec<u64> = self.map.range(start..end).map(|(&k, _)| k).collect();
         for k in keys {
-            let e = self.map.remove(&k).expect("key just listed");
+            let e = self.map.remove(k).expect("key just listed");
             if k > cur {
                 pieces.push((cur, k, None, 0, 0));
             }
@@ -410,6 +548,121 @@ impl AddressSpace {
         delta
     }
 
+    /// [`AddressSpace::update`] of `[start, end)` (whole folios) lying
+    /// inside the one extent `ext` = (its start, itself): the same result as
+    /// splitting, applying `f` and coalescing, with only the extents that
+    /// can change touched. The ranges are kept merged (no two neighbours
+    /// with equal attributes), so the parts of `ext` left outside the range
+    /// cannot merge with anything, and the changed part only with the
+    /// extent before `ext` (if it starts at `ext`'s start) or after it (if
+    /// it ends at `ext`'s end).
+    fn update_within(
+        &mut self,
+        start: u64,
+        end: u64,
+        (s0, e): (u64, Extent),
+        mut f: impl FnMut(Option<(PageState, bool)>) -> Option<(PageState, bool)>,
+    ) -> Delta {
+        let old = (e.state, e.dropbehind);
+        let new = f(Some(old));
+        let mut delta = Delta::default();
+        delta.account(Some(old.0), new.map(|n| n.0), end - start);
+        if new == Some(old) {
+            return delta;
+        }
+        let Some((state, dropbehind)) = new else {
+            // Dropped: a hole between what is left of `ext`.
+            if start > s0 {
+                self.map.set_end(s0, start);
+            } else {
+                self.map.remove(s0);
+            }
+            if end < e.end {
+                self.map.insert(end, e);
+            }
+            self.apply_counts(delta);
+            return delta;
+        };
+        let mut changed = Extent {
+            end,
+            state,
+            dropbehind,
+            ..e
+        };
+        // After the range: the rest of `ext`, or the next extent if it
+        // takes the changed folios in.
+        if end < e.end {
+            self.map.insert(end, e);
+        } else if let Some(next) = self.map.get(end).filter(|n| same_attrs(&changed, n)) {
+            self.map.remove(end);
+            changed.end = next.end;
+        }
+        // Before it: the rest of `ext`, or the previous extent if it takes
+        // the changed folios in.
+        if start > s0 {
+            self.map.set_end(s0, start);
+            self.map.insert(start, changed);
+        } else {
+            let prev = self
+                .map
+                .range(..s0)
+                .next_back()
+                .map(|(&p, x)| (p, *x))
+                .filter(|(_, x)| x.end == s0 && same_attrs(x, &changed));
+            match prev {
+                Some((p, _)) => {
+                    self.map.remove(s0);
+                    self.map.set_end(p, changed.end);
+                }
+                None => self.map.insert(s0, changed),
+            }
+        }
+        self.apply_counts(delta);
+        delta
+    }
+
+    /// Inserts `x` at `start` over a hole, merged with the extent ending at
+    /// `start` and the one starting at `x.end` where their attributes agree
+    /// (what [`AddressSpace::coalesce`] would do around it).
+    fn insert_merged(&mut self, start: u64, mut x: Extent) {
+        // The remembered hole, if `x` goes into it, says which neighbours
+        // cannot exist: none where `x` stops short of the hole's edges.
+        let hole = self.map.gap_holding(start, x.end);
+        let may_have_next = hole.is_none_or(|(_, b)| b == x.end);
+        let may_have_prev = hole.is_none_or(|(a, _)| a == start);
+        if may_have_next {
+            if let Some(next) = self.map.get(x.end) {
+                if same_attrs(&x, &next) {
+                    self.map.remove(x.end);
+                    x.end = next.end;
+                }
+            }
+        }
+        if may_have_prev {
+            if let Some((&p, prev)) = self.map.range(..start).next_back() {
+                if prev.end == start && same_attrs(prev, &x) {
+                    self.map.set_end(p, x.end);
+                    return;
+                }
+            }
+        }
+        self.map.insert(start, x);
+    }
+
+    /// Whether the shortcuts of [`AddressSpace::update`] and
+    /// [`AddressSpace::fill_holes`] are off (tests comparing them with the
+    /// general path).
+    fn general_only(&self) -> bool {
+        #[cfg(test)]
+        {
+            self.map.general_only
+        }
+        #[cfg(not(test))]
+        {
+            false
+        }
+    }
+
     fn apply_counts(&mut self, d: Delta) {
         self.nr_cached = (self.nr_cached as i64 + d.cached) as u64;
         self.nr_dirty = (self.nr_dirty as i64 + d.dirty) as u64;
@@ -424,24 +677,19 @@ impl AddressSpace {
             .next_back()
             .map(|(&k, _)| k)
             .unwrap_or(start);
-        let keys: Vec<u64> = self.map.range(first..=end).map(|(&k, _)| k).collect();
-        let mut prev: Option<u64> = None;
-        for k in keys {
-            if let Some(p) = prev {
-                let pe = self.map[&p];
-                let ke = self.map[&k];
-                if pe.end == k
-                    && pe.state == ke.state
-                    && pe.dropbehind == ke.dropbehind
-                    && pe.order == ke.order
-                    && pe.memcg == ke.memcg
-                {
-                    self.map.remove(&k);
-                    self.map.get_mut(&p).expect("prev exists").end = ke.end;
+        let here: Vec<(u64, Extent)> = self.map.range(first..=end).map(|(&k, &e)| (k, e)).collect();
+        // The extent that the next one may merge into, as grown so far.
+        let mut prev: Option<(u64, Extent)> = None;
+        for (k, ke) in here {
+            if let Some((p, pe)) = prev.as_mut() {
+                if pe.end == k && same_attrs(pe, &ke) {
+                    self.map.remove(k);
+                    pe.end = ke.end;
+                    self.map.set_end(*p, ke.end);
                     continue;
                 }
             }
-            prev = Some(k);
+            prev = Some((k, ke));
         }
     }
 
@@ -532,17 +780,27 @@ impl AddressSpace {
     }
 
     fn ranges_in(&self, start: u64, end: u64) -> impl Iterator<Item = (u64, u64, Extent)> + '_ {
-        let first = self
-            .map
-            .range(..start)
-            .next_back()
-            .filter(|(_, e)| e.end > start)
-            .map(|(&k, _)| k)
-            .unwrap_or(start);
-        self.map
-            .range(first..end)
-            .map(move |(&s, e)| (s.max(start), e.end.min(end), *e))
-            .filter(|(s, e, _)| s < e)
+        let at_start = self.map.lookup(start);
+        // All of [start, end) in the extent holding `start`, or in the hole
+        // holding it: no walk.
+        let within = at_start.ok().filter(|(_, e)| start < end && end <= e.end);
+        let in_hole = matches!(at_start, Err((_, next)) if end <= next);
+        let walk = match within.is_some() || in_hole {
+            true => None,
+            false => {
+                let first = at_start.map_or(start, |(s, _)| s);
+                Some(
+                    self.map
+                        .range(first..end)
+                        .map(move |(&s, e)| (s.max(start), e.end.min(end), *e))
+                        .filter(|(s, e, _)| s < e),
+                )
+            }
+        };
+        within
+            .map(|(_, e)| (start, end, e))
+            .into_iter()
+            .chain(walk.into_iter().flatten())
     }
 
     /// Dirty pages in `[start, end)`.
@@ -641,7 +899,7 @@ impl AddressSpace {
     pub fn reclaim_clean(&mut self, max: u64) -> Delta {
         let mut want = Vec::new();
         let mut left = max;
-        for (&s, e) in &self.map {
+        for (&s, e) in self.map.iter() {
             if left == 0 {
                 break;
             }
@@ -800,7 +1058,7 @@ impl AddressSpace {
     /// Drops every page (truncate_inode_pages at eviction). Pages under
     /// writeback must have completed first; returns the changes.
     pub fn truncate_all(&mut self) -> Delta {
-        let end = self.map.last_key_value().map(|(_, e)| e.end).unwrap_or(0);
+        let end = self.map.iter().next_back().map_or(0, |(_, e)| e.end);
         self.update(0, end, |_| None)
     }
 
@@ -808,7 +1066,7 @@ impl AddressSpace {
     pub fn check(&self) -> Result<(), String> {
         let (mut c, mut d, mut w) = (0, 0, 0);
         let mut last_end = 0;
-        for (&s, e) in &self.map {
+        for (&s, e) in self.map.iter() {
             if s < last_end || e.end <= s {
                 return Err(format!("overlapping or empty extent at page {s}"));
             }
@@ -983,6 +1241,106 @@ mod tests {
         assert_eq!(m.folio_owners(0, 12), vec![(2, 8, 1), (3, 4, 1)]);
         m.start_writeback(0, u64::MAX, u64::MAX);
         assert_eq!(m.folio_owners(2, 10), vec![(2, 6, 1), (3, 2, 1)]);
+        m.check().unwrap();
+    }
+
+    /// The single-extent shortcuts of `update` and `fill_holes`, and the
+    /// remembered extent and hole, leave the same ranges and return the
+    /// same changes as the general path without memory, over a
+    /// random mix of writes, reads, writeback, dropbehind and reclaim, with
+    /// and without large folios.
+    #[test]
+    fn shortcuts_match_the_general_path() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = |n: u64| {
+            // xorshift64*: any fixed sequence will do.
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            x.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+        };
+        for max_order in [0, MAX_PAGECACHE_ORDER] {
+            let mut fast = AddressSpace::new();
+            let mut slow = AddressSpace::new();
+            slow.map.general_only = true;
+            for m in [&mut fast, &mut slow] {
+                m.set_max_folio_order(max_order);
+            }
+            let mut in_flight: Vec<(u64, u64)> = Vec::new();
+            for step in 0..20_000 {
+                let start = rnd(600);
+                let len = if rnd(4) == 0 { 1 + rnd(64) } else { 1 + rnd(3) };
+                let end = start + len;
+                let (memcg, db) = (1 + rnd(2), rnd(5) == 0);
+                let (write_end, wb_end) = (end + rnd(4), end + rnd(100));
+                let op = rnd(8);
+                let (df, ds) = match op {
+                    0..=2 => (
+                        fast.write_dirty(start, end, write_end, db, memcg),
+                        slow.write_dirty(start, end, write_end, db, memcg),
+                    ),
+                    3 => (
+                        fast.add_clean(start, end, db, memcg),
+                        slow.add_clean(start, end, db, memcg),
+                    ),
+                    4 => {
+                        let max = 1 + rnd(40);
+                        let (rf, df) = fast.start_writeback(start, wb_end, max);
+                        let (rs, ds) = slow.start_writeback(start, wb_end, max);
+                        assert_eq!(rf, rs, "step {step}");
+                        in_flight.extend(rf);
+                        (df, ds)
+                    }
+                    5 if !in_flight.is_empty() => {
+                        let (s, e) = in_flight.swap_remove(rnd(in_flight.len() as u64) as usize);
+                        let (df, nf) = fast.end_writeback(s, e);
+                        let (ds, ns) = slow.end_writeback(s, e);
+                        assert_eq!(nf, ns, "step {step}");
+                        (df, ds)
+                    }
+                    6 => (
+                        fast.drop_clean_dropbehind(start, end),
+                        slow.drop_clean_dropbehind(start, end),
+                    ),
+                    _ => {
+                        let max = rnd(30);
+                        (fast.reclaim_clean(max), slow.reclaim_clean(max))
+                    }
+                };
+                assert_eq!(df, ds, "step {step} op {op}");
+                assert_eq!(fast.map.tree, slow.map.tree, "step {step} op {op}");
+                fast.check().unwrap();
+                // Lookups (which fill and use the remembered extent and hole)
+                // near where the writer went and elsewhere.
+                for q in [start, end, rnd(700)] {
+                    let qe = q + 1 + rnd(8);
+                    assert_eq!(fast.folio_end(q, qe), slow.folio_end(q, qe), "step {step}");
+                    assert_eq!(fast.count_missing(q, qe), slow.count_missing(q, qe));
+                    assert_eq!(fast.folio_owners(q, qe), slow.folio_owners(q, qe));
+                    assert_eq!(fast.dirty_in(q, qe), slow.dirty_in(q, qe));
+                    assert_eq!(fast.next_hole(q), slow.next_hole(q));
+                }
+            }
+            assert!(fast.nr_extents() > 50, "the mix fragments the mapping");
+        }
+    }
+
+    /// The folio a write would create over a hole is bounded by the next
+    /// cached folio, also when that folio has just left the cache (the
+    /// remembered hole must not keep the old bound).
+    #[test]
+    fn new_folio_size_follows_the_hole_as_it_grows() {
+        let mut m = AddressSpace::new();
+        m.set_max_folio_order(MAX_PAGECACHE_ORDER);
+        m.add_clean(0, 1, false, 1);
+        m.add_clean(48, 64, true, 1);
+        // Order 5 at 32 would reach past 48: order 4.
+        assert_eq!(m.folio_end(32, 200), 48);
+        m.drop_clean_dropbehind(48, 64);
+        assert_eq!(m.folio_end(32, 200), 64);
+        // And as it shrinks.
+        m.add_clean(40, 48, false, 1);
+        assert_eq!(m.folio_end(32, 200), 40);
         m.check().unwrap();
     }
 
