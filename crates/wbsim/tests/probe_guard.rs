@@ -63,3 +63,31 @@ fn refuses_devices_and_mounts_that_are_not_its_own() {
     drop(guard);
     assert_nothing_left(&scratch.0, std::process::id());
 }
+
+#[test]
+fn leftover_bdi_limits_on_its_loop_device_are_reset_to_the_defaults() {
+    if skip("leftover_bdi_limits") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = Scratch::new("guard_bdi_reset");
+    let guard = Guard::new(Some(&scratch.0)).expect("guard");
+    let dev = LoopDev::create(&guard, "img", 64 << 20).expect("loop");
+    let bdi = dev.bdi_dir();
+    let read = |f: &str| std::fs::read_to_string(bdi.join(f)).map(|s| s.trim().to_string());
+    // Defaults: nothing to reset.
+    assert_eq!(dev.reset_bdi_limits(&guard).expect("reset"), None);
+    // What a killed probe could leave behind: a strict 1% cap.
+    std::fs::write(bdi.join("max_ratio"), "1\n").expect("max_ratio");
+    std::fs::write(bdi.join("strict_limit"), "1\n").expect("strict_limit");
+    let found = dev.reset_bdi_limits(&guard).expect("reset");
+    let found = found.expect("a reset");
+    assert!(found.contains("strict_limit=1"), "{found}");
+    assert!(found.contains("max_ratio=1"), "{found}");
+    assert_eq!(read("strict_limit").expect("read"), "0");
+    assert_eq!(read("max_ratio").expect("read"), "100");
+    assert_eq!(read("min_ratio").expect("read"), "0");
+    drop(dev);
+    drop(guard);
+    assert_nothing_left(&scratch.0, std::process::id());
+}

@@ -62,7 +62,7 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
         ctx.settings.insert(k.into(), v);
     }
     progress("buffered-write: image, loop device, mkfs.xfs");
-    let dev = LoopDev::create(ctx.guard, "img-xfs", image)?;
+    let dev = LoopDev::attach(ctx, "img-xfs", image)?;
     dev.mkfs(ctx.guard, Fs::Xfs)?;
     let mnt = dev.mount(ctx.guard, Fs::Xfs)?;
 

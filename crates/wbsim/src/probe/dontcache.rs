@@ -173,7 +173,7 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
             "dontcache: {}: image, loop device, mkfs",
             fs.name()
         ));
-        let dev = LoopDev::create(ctx.guard, &format!("img-{}", fs.name()), image)?;
+        let dev = LoopDev::attach(ctx, &format!("img-{}", fs.name()), image)?;
         dev.mkfs(ctx.guard, fs)?;
         let mnt = dev.mount(ctx.guard, fs)?;
         let inst = match (&trace_root, fs) {

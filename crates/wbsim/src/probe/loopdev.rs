@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use super::guard::{loop_backing_file, Guard};
-use super::sys;
+use super::{progress, sys, Ctx};
 
 /// Filesystems the probe makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +107,64 @@ impl LoopDev {
         let direct_io = sys::read_trim(&PathBuf::from(format!("/sys/block/{}/loop/dio", l.name)))
             .is_ok_and(|v| v == "1");
         Ok(LoopDev { direct_io, ..l })
+    }
+
+    /// [`LoopDev::create`], then [`LoopDev::reset_bdi_limits`]: what an
+    /// experiment attaches its devices with. A reset is reported on stderr
+    /// and in `live.notes`, since it means an earlier run's settings were
+    /// still in force on this device.
+    pub fn attach(ctx: &mut Ctx, what: &str, size: u64) -> anyhow::Result<LoopDev> {
+        let d = Self::create(ctx.guard, what, size)?;
+        if let Some(found) = d.reset_bdi_limits(ctx.guard)? {
+            let msg = format!(
+                "{}: its bdi still had an earlier run's dirty limits ({found}); \
+                 reset to the kernel's defaults before measuring",
+                d.name
+            );
+            progress(&msg);
+            ctx.notes.push(msg);
+        }
+        Ok(d)
+    }
+
+    /// Puts the device's bdi dirty limits back to the kernel's defaults
+    /// (`strict_limit` 0, `min_ratio` 0, `max_ratio` 100) if they are not:
+    /// a loop device's bdi outlives its attachment, so limits an earlier
+    /// run set and never restored (a killed probe whose journal could no
+    /// longer prove the device was its own) would otherwise cap this run's
+    /// writeback. The device is verified to be this probe's first; the old
+    /// values are not saved for cleanup (they are what is being undone).
+    /// Returns the values found when it reset them.
+    pub fn reset_bdi_limits(&self, guard: &Guard) -> anyhow::Result<Option<String>> {
+        self.verify(guard)?;
+        let bdi = self.bdi_dir();
+        let read = |f: &str| sys::read_trim(&bdi.join(f)).ok();
+        let (strict, min, max) = (read("strict_limit"), read("min_ratio"), read("max_ratio"));
+        let off = |v: &Option<String>, default: &str| v.as_deref().is_some_and(|v| v != default);
+        if !(off(&strict, "0") || off(&min, "0") || off(&max, "100")) {
+            return Ok(None);
+        }
+        let found = format!(
+            "strict_limit={} min_ratio={} max_ratio={}",
+            strict.as_deref().unwrap_or("-"),
+            min.as_deref().unwrap_or("-"),
+            max.as_deref().unwrap_or("-")
+        );
+        let _op = guard.op()?;
+        if off(&strict, "0") {
+            sys::write(&bdi.join("strict_limit"), "0")?;
+        }
+        if off(&min, "0") {
+            sys::write(&bdi.join("min_ratio"), "0")?;
+        }
+        if off(&max, "100") {
+            if bdi.join("max_ratio_fine").exists() {
+                sys::write(&bdi.join("max_ratio_fine"), "1000000")?;
+            } else {
+                sys::write(&bdi.join("max_ratio"), "100")?;
+            }
+        }
+        Ok(Some(found))
     }
 
     /// Checks that the device is still attached to this probe's image.

@@ -98,7 +98,7 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
         ctx.settings.insert(k.into(), v);
     }
     progress("parallel-write: image, loop device, mkfs.xfs");
-    let dev = LoopDev::create(ctx.guard, "img-pw-xfs", image)?;
+    let dev = LoopDev::attach(ctx, "img-pw-xfs", image)?;
     dev.mkfs(ctx.guard, Fs::Xfs)?;
     let agcount = read_agcount(&dev.image)?;
     ctx.settings

@@ -171,7 +171,7 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
             .into(),
     );
     progress("pressure: image, loop device, mkfs.xfs");
-    let dev = LoopDev::create(ctx.guard, "img-pressure-xfs", image)?;
+    let dev = LoopDev::attach(ctx, "img-pressure-xfs", image)?;
     dev.mkfs(ctx.guard, Fs::Xfs)?;
     let mnt = dev.mount(ctx.guard, Fs::Xfs)?;
     if let Some(bytes) = over_dirty {

@@ -73,7 +73,7 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
                 "umount: {}: image, loop device, mkfs, warm-up",
                 fs.name()
             ));
-            let d = LoopDev::create(ctx.guard, &format!("img-{}", fs.name()), IMAGE_BYTES)?;
+            let d = LoopDev::attach(ctx, &format!("img-{}", fs.name()), IMAGE_BYTES)?;
             if !d.direct_io {
                 ctx.notes.push(format!(
                     "{}: the loop driver did not enable direct I/O",

@@ -178,7 +178,7 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
     for fs in [Fs::Xfs, Fs::Ext4] {
         ctx.guard.check()?;
         progress(&format!("uring: {}: image, loop device, mkfs", fs.name()));
-        let dev = LoopDev::create(ctx.guard, &format!("img-uring-{}", fs.name()), image)?;
+        let dev = LoopDev::attach(ctx, &format!("img-uring-{}", fs.name()), image)?;
         dev.mkfs(ctx.guard, fs)?;
         let mnt = dev.mount(ctx.guard, fs)?;
         for (pat, size, bs, pattern) in [

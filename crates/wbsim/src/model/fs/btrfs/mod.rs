@@ -94,22 +94,26 @@ pub const BTRFS_WRITE_CALL_NS: Time = 2_250;
 /// `writepage_delalloc` with the extent allocation of `cow_file_range`,
 /// ordered extents, `folio_clear_dirty_for_io`, `submit_extent_folio`; the
 /// data checksum is [`BTRFS_CSUM_SUBMIT_SECTOR_NS`], added in
-/// [`BTRFS_COSTS`]), ns: 1.18 us. Measured on the project host, 2026-11-28
-/// (third session): umount(2) of a btrfs on a loop device (`--direct-io=on`)
-/// right after writing 64 MiB (16,384 order-0 folios: btrfs data has no
-/// large folios in 6.18) without sync, `perf record -F 10000 -a` around
-/// each of 5 umounts: the writeback kworker ran 23.2-27.3 ms (mean 24.7),
-/// 1.51 us per page, less the 0.33 us checksum. (It was a 0.8 us estimate.)
-/// The machine had another agent's builds on its other CPU.
-pub const BTRFS_WRITEPAGE_NS: Time = 1_180;
+/// [`BTRFS_COSTS`]), ns: 1.67 us. Measured on the project host, 2026-11-28
+/// (third session, machine idle, load 0.4): umount(2) of a btrfs on a loop
+/// device (`--direct-io=on`) right after writing 64 MiB (16,384 order-0
+/// folios: btrfs data has no large folios in 6.18) without sync, all of it
+/// still dirty at the umount (/proc/meminfo `Dirty` 64 MiB), `perf record
+/// -F 10000 -a -g` around each of 4 umounts: the writeback kworker ran
+/// 32.4-32.9 ms in three (38.1 in the fourth, a slower run), 2.0 us per
+/// page, less the 0.33 us checksum. (It was a 0.8 us estimate; a first
+/// measurement the same day gave 1.18 us, on a loop device whose bdi an
+/// earlier probe run had left capped at 64 MiB with `strict_limit`, so
+/// part of the data was written before the umount's window.)
+pub const BTRFS_WRITEPAGE_NS: Time = 1_670;
 /// CPU to drop one page of an evicted btrfs inode's page cache
 /// (`btrfs_evict_inode` -> `truncate_inode_pages_final`: per order-0 folio
 /// `btrfs_invalidate_folio` clearing its extent state and qgroup
 /// reservation, then the generic deletion, uncharge and freeing), ns:
-/// 0.7 us. Measured in the same umounts as [`BTRFS_WRITEPAGE_NS`]
-/// (`perf record -g`, 2 of them): samples of the umount task under
-/// `truncate_inode_pages_range`, 10.5-12.3 ms for the 16,384 pages
-/// (0.64-0.75 us). The generic `TRUNCATE_PAGE_NS` (50 ns) fits large
+/// 0.7 us. Measured in the same umounts as [`BTRFS_WRITEPAGE_NS`]:
+/// samples of the umount task under `truncate_inode_pages_range`, 10.9-11.9
+/// ms for the 16,384 pages in the three steady runs (0.67-0.73 us; 10.5-12.3
+/// ms in the first measurement). The generic `TRUNCATE_PAGE_NS` (50 ns) fits large
 /// folios (XFS: the same 64 MiB truncated in 0.8-0.9 ms), not btrfs's
 /// order-0 ones; tmpfs's order-0 pages cost 0.54 us (`SHMEM_FREE_PAGE_NS`).
 pub const BTRFS_EVICT_PAGE_NS: Time = 700;
