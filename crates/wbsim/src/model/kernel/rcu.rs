@@ -57,7 +57,9 @@
 //!   scheduler, so a task that gives up the CPU between two `cpu()` requests
 //!   passes a quiescent state; tasks outside `cpu()` are not on a CPU (user
 //!   mode is not told apart from kernel mode). No rcu_node tree (a flat
-//!   ->qsmask); no wakeup latency of the GP, rcuc, rcuog or rcuoc kthreads;
+//!   ->qsmask); no wakeup latency of the GP, rcuc, rcuog or rcuoc kthreads
+//!   (the expedited path's `rcu_exp_gp_kworker` and its caller do pay the
+//!   machine's idle-CPU wakeup latency, which is most of that path's cost);
 //!   no RCU priority boosting (CONFIG_RCU_BOOST: the scheduler has no
 //!   real-time priorities). Unit tests can
 //!   stub a length with a distribution ([`GpDuration::Fixed`] ...): such a grace
@@ -594,7 +596,13 @@ impl Rcu {
                 // prohibited, fall back to normal" (synchronize_rcu_normal).
                 inner.synchronize_rcu_normal().await;
             } else {
+                let sched = inner.sched.clone();
                 inner.wait_gp(GpKind::Expedited).await;
+                // The caller slept in wait_event(rnp->exp_wq[...]); the
+                // kworker's rcu_exp_wait_wake() wakes it on its idle CPU.
+                if let Some(s) = sched {
+                    s.idle_wakeup().await;
+                }
             }
         }
     }
@@ -926,14 +934,20 @@ impl RcuInner {
     }
 
     /// Length of an expedited grace period that starts now
-    /// (`synchronize_rcu_expedited()` -> `sync_rcu_exp_select_cpus()`): the
-    /// setup, then one IPI per non-idle CPU (idle CPUs are skipped: they are
-    /// in an extended quiescent state). A CPU running with preemption
-    /// disabled answers only when that section ends; it is counted as one
-    /// more IPI here.
+    /// (`synchronize_rcu_expedited()` -> `synchronize_rcu_expedited_queue_work()`:
+    /// the grace period runs in the `rcu_exp_gp_kworker` kthread, which is
+    /// woken first and so starts after the machine's idle-CPU wakeup
+    /// latency; then `sync_rcu_exp_select_cpus()`): the setup, then one IPI
+    /// per non-idle CPU (idle CPUs are skipped: they are in an extended
+    /// quiescent state). A CPU running with preemption disabled answers
+    /// only when that section ends; it is counted as one more IPI here.
     fn exp_gp_len(&self) -> Time {
         let busy = self.cpu_view().iter().filter(|v| !v.idle).count() as Time;
-        self.params.exp_setup_ns + busy * self.params.exp_ipi_ns
+        let kworker_wakeup = self
+            .sched
+            .as_ref()
+            .map_or(0, |s| s.params().wakeup_latency_ns);
+        kworker_wakeup + self.params.exp_setup_ns + busy * self.params.exp_ipi_ns
     }
 
     /// One scheduling-clock tick during a normal grace period
@@ -1305,6 +1319,27 @@ mod tests {
         let busy = one_sync(1000, 16, 8, true, true, 0);
         assert_eq!(idle, 5 * USEC);
         assert_eq!(busy, 5 * USEC + 8 * 2 * USEC);
+    }
+
+    #[test]
+    fn expedited_pays_the_kworker_handoff_on_a_machine_with_wakeup_latency() {
+        // The grace period runs in rcu_exp_gp_kworker, woken first, and the
+        // caller is woken back: two idle-CPU wakeups around the 5 us of
+        // setup (this project's VM: 25 us each).
+        let sim = Sim::new(1);
+        let mut sp = crate::model::kernel::sched::SchedParams::for_cpus(2);
+        sp.wakeup_latency_ns = 25 * USEC;
+        let sched = Sched::new(&sim, sp);
+        let rcu =
+            Rcu::with_sched(&sim, RcuParams::for_machine(2, 250, false), Some(sched)).unwrap();
+        let done = Rc::new(Cell::new(0));
+        let (s, d) = (sim.clone(), done.clone());
+        sim.spawn("sync", async move {
+            rcu.synchronize_rcu_expedited().await;
+            d.set(s.now());
+        });
+        sim.run_until(MSEC).unwrap();
+        assert_eq!(done.get(), 25 * USEC + 5 * USEC + 25 * USEC);
     }
 
     #[test]
