@@ -10,7 +10,9 @@ use std::rc::Rc;
 use sim::{Sim, Time, MSEC, SEC};
 use wbsim::model::block::{BlockDevice, DeviceProfile};
 use wbsim::model::fs::ext4::{ext4_freeclusters_watermark, mkfs_free_clusters, Ext4};
-use wbsim::model::fs::read_write::{create_file, vfs_unlink, vfs_write, File, IoFlags};
+use wbsim::model::fs::read_write::{
+    create_file, vfs_fallocate, vfs_unlink, vfs_write, File, IoFlags,
+};
 use wbsim::model::fs::super_::sget;
 use wbsim::model::fs::sync::vfs_fsync;
 use wbsim::model::fs::vfs::SuperBlock;
@@ -140,4 +142,45 @@ fn writer_goes_without_delalloc_while_the_flusher_is_busy() {
     assert_eq!(sp.dirty.get(), 0);
     assert_eq!(sp.free.get(), free0 - 228 * MIB / 4096);
     assert!(m.violations().is_empty(), "{:?}", m.violations());
+}
+
+/// 4 KiB RWF_DONTCACHE writes, each starting its own writeback: into a
+/// sparse file every writepages call allocates the delalloc block
+/// (`EXT4_DELALLOC_ALLOC_NS`); into a preallocated one it does not.
+#[test]
+fn dontcache_writes_into_a_sparse_file_pay_the_allocation_at_writeback() {
+    let per_write = |falloc: bool| -> Time {
+        let sim = Sim::new(1);
+        let (m, sb, _) = machine(&sim, 2 << 30, 3_700_000_000, 0);
+        let f = create_file(&m, &sb);
+        let h = sim.spawn("w", async move {
+            if falloc {
+                vfs_fallocate(&m, &f, 0, 4 * MIB, false).await;
+            }
+            let t0 = m.now();
+            let mut task = TaskDirty::default();
+            let fl = IoFlags {
+                dontcache: true,
+                ..IoFlags::default()
+            };
+            for i in 0..1024 {
+                vfs_write(&m, &mut task, &f, i * 4096, 4096, fl)
+                    .await
+                    .unwrap();
+            }
+            (m.now() - t0) / 1024
+        });
+        sim.run_until(10 * SEC).unwrap();
+        h.result().expect("done")
+    };
+    let (sparse, pre) = (per_write(false), per_write(true));
+    // 2.7 us of allocation per write, give or take the rest of the path.
+    assert!(
+        sparse > pre + 2_000,
+        "sparse {sparse} ns, preallocated {pre} ns"
+    );
+    assert!(
+        sparse < pre + 4_000,
+        "sparse {sparse} ns, preallocated {pre} ns"
+    );
 }

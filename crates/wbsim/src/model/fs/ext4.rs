@@ -75,6 +75,17 @@ pub const EXT4_WRITEPAGE_NS: Time = 101;
 /// pages (journal handle, block mapping and allocation, bio setup,
 /// submission), ns: 5.6 us. Measured as above: 5.7 us - 1 page.
 pub const EXT4_WRITEPAGES_CALL_NS: Time = 5_590;
+/// CPU of allocating one delalloc extent at writeback (`ext4_map_blocks` ->
+/// `ext4_mb_new_blocks` on the reserved clusters, the extent insert, the
+/// `i_disksize` update in the writepages call's handle), besides
+/// [`EXT4_WRITEPAGES_CALL_NS`], which was measured on preallocated files,
+/// ns: 2.7 us. Measured with `wbsim probe dontcache`
+/// (docs/probe/dontcache.json, 3 rounds, 2026-11-25), p50s as the call cost:
+/// a 4 KiB dontcache write into a sparse file (10.831 us) minus one into a
+/// preallocated file (7.843), less what the buffered write itself costs
+/// more there (2.465 - 2.153): 2.68 us; the random writes give 2.87
+/// ((15.727 - 11.479) - (3.545 - 2.165)).
+pub const EXT4_DELALLOC_ALLOC_NS: Time = 2_700;
 /// Bytes written per jbd2 commit (descriptor, metadata blocks, commit block):
 /// 16 KiB, a small transaction.
 pub const EXT4_COMMIT_BYTES: u64 = 16 << 10;
@@ -278,11 +289,12 @@ impl Filesystem for Ext4 {
         inode: &'a InodeRef,
         (s, e): (u64, u64),
     ) -> LocalBoxFuture<'a, ()> {
-        let _ = (m, sb);
+        let _ = sb;
         // ext4_map_blocks at writeback (mpage_map_one_extent): mballoc
-        // allocates the reserved clusters (EXT4_MB_DELALLOC_RESERVED). No
-        // CPU beyond the writepages call's own (EXT4_WRITEPAGES_CALL_NS).
+        // allocates the reserved clusters (EXT4_MB_DELALLOC_RESERVED) in the
+        // writepages call's journal handle, which also moves i_disksize.
         Box::pin(async move {
+            m.sched().cpu(EXT4_DELALLOC_ALLOC_NS).await;
             let got = inode.extents.borrow_mut().allocate(s, e);
             if let Some(sp) = &self.space {
                 sp.free.set(sp.free.get().saturating_sub(got));
