@@ -25,7 +25,7 @@ use super::iogen;
 use super::loopdev::{Fs, LoopDev};
 use super::meminfo::Sampler;
 use super::tracefs::{self, Instance};
-use super::{progress, sys, Ctx};
+use super::{progress, Ctx};
 
 /// Bytes per writer.
 const PER_WRITER: u64 = 512 << 20;
@@ -67,42 +67,27 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
     let mnt = dev.mount(ctx.guard, Fs::Xfs)?;
 
     // Per-bdi dirty cap (saved first, restored by the guard in any case).
-    let bdi = dev.bdi_dir();
-    let limited = bdi.join("strict_limit").exists() && bdi.join("max_bytes").exists();
-    if limited {
-        let ratio_file = if bdi.join("max_ratio_fine").exists() {
-            bdi.join("max_ratio_fine")
-        } else {
-            bdi.join("max_ratio")
-        };
-        let old_strict = ctx.guard.save(&bdi.join("strict_limit"))?;
-        let old_ratio = ctx.guard.save(&ratio_file)?;
-        sys::write(&bdi.join("max_bytes"), &bdi_max.to_string())?;
-        sys::write(&bdi.join("strict_limit"), "1")?;
-        ctx.settings.insert(
-            format!("bdi {} during run", dev.bdi_name()),
-            format!("strict_limit=1 max_bytes={bdi_max}"),
-        );
-        ctx.settings.insert(
-            format!("bdi {} before (restored)", dev.bdi_name()),
-            format!(
-                "strict_limit={old_strict} {}={old_ratio}",
-                ratio_file
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            ),
-        );
-        ctx.scenario_tables.push_str(&format!(
-            "[[device]]\nname = \"loop-xfs\"\nprofile = \"loop-virtio\"\n\n\
-             [device.bdi]\nstrict_limit = true\nmax_bytes = {bdi_max}\n\n"
-        ));
-    } else {
-        ctx.notes.push(
-            "the bdi has no strict_limit/max_bytes knobs: ran without a per-bdi dirty cap".into(),
-        );
-        ctx.scenario_tables
-            .push_str("[[device]]\nname = \"loop-xfs\"\nprofile = \"loop-virtio\"\n\n");
+    match dev.cap_dirty(ctx.guard, bdi_max)? {
+        Some(before) => {
+            ctx.settings.insert(
+                format!("bdi {} during run", dev.bdi_name()),
+                format!("strict_limit=1 max_bytes={bdi_max}"),
+            );
+            ctx.settings
+                .insert(format!("bdi {} before (restored)", dev.bdi_name()), before);
+            ctx.scenario_tables.push_str(&format!(
+                "[[device]]\nname = \"loop-xfs\"\nprofile = \"loop-virtio\"\n\n\
+                 [device.bdi]\nstrict_limit = true\nmax_bytes = {bdi_max}\n\n"
+            ));
+        }
+        None => {
+            ctx.notes.push(
+                "the bdi has no strict_limit/max_bytes knobs: ran without a per-bdi dirty cap"
+                    .into(),
+            );
+            ctx.scenario_tables
+                .push_str("[[device]]\nname = \"loop-xfs\"\nprofile = \"loop-virtio\"\n\n");
+        }
     }
     ctx.scenario_tables
         .push_str("[[filesystem]]\nname = \"xfs\"\ntype = \"xfs\"\ndevice = \"loop-xfs\"\n\n");

@@ -64,6 +64,18 @@ pub struct LoopDev {
     pub direct_io: bool,
 }
 
+/// A bdi's max-ratio knob and the value that means 100%: `max_ratio_fine`
+/// (parts per million) where the kernel has it, else `max_ratio` (percent).
+/// Writing `max_bytes` rewrites it, so it is what a cap saves and restores.
+fn max_ratio_knob(bdi: &Path) -> (PathBuf, &'static str) {
+    let fine = bdi.join("max_ratio_fine");
+    if fine.exists() {
+        (fine, "1000000")
+    } else {
+        (bdi.join("max_ratio"), "100")
+    }
+}
+
 impl LoopDev {
     /// Creates a sparse image of `size` bytes and attaches a loop device to
     /// it with direct I/O on.
@@ -158,11 +170,8 @@ impl LoopDev {
             sys::write(&bdi.join("min_ratio"), "0")?;
         }
         if off(&max, "100") {
-            if bdi.join("max_ratio_fine").exists() {
-                sys::write(&bdi.join("max_ratio_fine"), "1000000")?;
-            } else {
-                sys::write(&bdi.join("max_ratio"), "100")?;
-            }
+            let (knob, all) = max_ratio_knob(&bdi);
+            sys::write(&knob, all)?;
         }
         Ok(Some(found))
     }
@@ -214,11 +223,7 @@ impl LoopDev {
         if !(bdi.join("strict_limit").exists() && bdi.join("max_bytes").exists()) {
             return Ok(None);
         }
-        let ratio_file = if bdi.join("max_ratio_fine").exists() {
-            bdi.join("max_ratio_fine")
-        } else {
-            bdi.join("max_ratio")
-        };
+        let (ratio_file, _) = max_ratio_knob(&bdi);
         let old_strict = guard.save(&bdi.join("strict_limit"))?;
         let old_ratio = guard.save(&ratio_file)?;
         sys::write(&bdi.join("max_bytes"), &max_bytes.to_string())?;

@@ -271,14 +271,12 @@ async fn generic_perform_write(
     // of the call and the copy run outside it.
     let costs = f.sb.fs.costs();
     let ilock_ns = costs.write_ilock_ns;
-    let walk_ns = if costs.extent_walk_ns > 0
-        && f.sb.bdi.can_writeback
-        && f.inode.extents.borrow_mut().write_lookup(start, end)
-    {
-        costs.extent_walk_ns
-    } else {
-        0
-    };
+    let walk_ns =
+        if costs.extent_walk_ns > 0 && f.inode.extents.borrow_mut().write_lookup(start, end) {
+            costs.extent_walk_ns
+        } else {
+            0
+        };
     if ilock_ns + walk_ns > 0 {
         let ilock = f.inode.ilock.down_write().await;
         m.sched().cpu(ilock_ns + walk_ns).await;
