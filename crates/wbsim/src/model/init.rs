@@ -118,6 +118,12 @@ pub struct MachineConfig {
     /// (0: a woken kernel worker runs at once).
     #[serde(default)]
     pub wakeup_latency_ns: Time,
+    /// btrfs sets `AS_KERNEL_FILE` on its btree inode (6.18+): tree blocks
+    /// are charged to no user memcg. False: they are charged to the memcg of
+    /// the task that reads them and its reclaim may free them, as before
+    /// 6.18 (`[machine] btrfs_btree_kernel_file`).
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub btrfs_btree_kernel_file: bool,
     /// RAM never available to the page cache (kernel, workload's anonymous
     /// memory), bytes. Derived from `memory_bytes`; not part of the results.
     #[serde(skip)]
@@ -150,6 +156,7 @@ impl MachineConfig {
             rcu_nocbs: false,
             process_start_ns: PROCESS_START_DEFAULT_NS,
             wakeup_latency_ns: 0,
+            btrfs_btree_kernel_file: true,
             reserved_bytes: default_reserved_bytes(memory_bytes),
             dirty: VmDirtyParams::default(),
             costs: CpuCosts::default(),
@@ -176,6 +183,12 @@ impl MachineConfig {
         rcu.nocb = self.rcu_nocbs;
         rcu
     }
+}
+
+/// Serde: leave a default-true flag out of the results (they stay as they
+/// were before the flag existed).
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 fn default_true() -> bool {

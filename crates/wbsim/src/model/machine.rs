@@ -69,6 +69,8 @@ pub struct MemcgStat {
     pub events: crate::model::mm::memcontrol::MemcgEvents,
     /// memory.pressure.
     pub psi: crate::model::mm::memcontrol::PsiMem,
+    /// memory.high or memory.max is set.
+    pub limited: bool,
 }
 
 impl Machine {
@@ -124,6 +126,7 @@ impl Machine {
                 usage_pages: m.usage_pages(),
                 events: m.events(),
                 psi: m.psi(now),
+                limited: m.memory_high.is_some() || m.memory_max.is_some(),
             })
             .collect()
     }
@@ -328,6 +331,10 @@ impl Machine {
                 dirty += map.nr_dirty();
                 wb += map.nr_writeback();
             }
+            let (c, d, w) = sb.fs.internal_pages(&sb);
+            cached += c;
+            dirty += d;
+            wb += w;
         }
         let vm = self.mm().vm();
         checked += 1;

@@ -20,7 +20,8 @@
 //!   probe` measures them on the live kernel;
 //! - `write.bw` / `read.bw`: all jobs together over the span they ran (MiB/s);
 //! - `dirty_pages`, `writeback_pages`, `cached_pages`, `dirty_limit_pages`,
-//!   `bg_limit_pages` (sampled), `device.DEV.write_bytes_per_s` (sampled) and
+//!   `bg_limit_pages` (sampled), `memcg.NAME.usage` (MiB, sampled, each
+//!   memcg with memory.high or memory.max), `device.DEV.write_bytes_per_s` (sampled) and
 //!   `device.DEV.write_bw` over the run (MiB/s), `device.DEV.util` (percent);
 //! - actor steps with `record = NAME`: NAME (ms); errno outcomes as counters
 //!   `NAME.EBUSY`, `umount.EBUSY`...;

@@ -20,6 +20,7 @@ use sim::Time;
 
 use crate::experiment::metrics::Metrics;
 use crate::model::block::BlockDevice;
+use crate::model::mm::vmstat::PAGE_SIZE;
 use crate::workload::world::World;
 
 /// What the sampler collected.
@@ -113,6 +114,18 @@ impl State {
                 if !pauses.is_empty() {
                     let mean = pauses.iter().map(|p| p.1 as f64).sum::<f64>() / pauses.len() as f64;
                     s.sample("bdp.pause_mean", "ms", now, mean / 1e6);
+                }
+            }
+            // memory.current of each memcg with a limit (the ones whose
+            // reclaim the workload is about).
+            for mc in m.memcg_stats() {
+                if mc.online && mc.limited {
+                    s.sample(
+                        &format!("memcg.{}.usage", mc.name),
+                        "MiB",
+                        now,
+                        (mc.usage_pages * PAGE_SIZE) as f64 / (1u64 << 20) as f64,
+                    );
                 }
             }
             // Filesystem gauges (btrfs: tasks blocked per tree lock class,

@@ -61,6 +61,8 @@ key_table! {
             "CPU and wall time to start a command (fork+exec).";
         wakeup_latency: Duration => |m, ns| m.wakeup_latency_ns = ns,
             "Wakeup latency of an idle CPU (0: a woken kernel worker runs at once).";
+        btrfs_btree_kernel_file: Bool => |m, b| m.btrfs_btree_kernel_file = b,
+            "btrfs tree blocks charged to no user memcg (AS_KERNEL_FILE, 6.18+; default true). false: charged to the reading task's memcg and reclaimable with it, as before 6.18.";
     }
 }
 

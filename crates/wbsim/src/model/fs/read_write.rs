@@ -42,7 +42,7 @@ use crate::model::fs::writepages::DROPBEHIND_PAGE_NS;
 use crate::model::mm::backing_dev::{SyncMode, WbReason};
 use crate::model::mm::memcontrol::mem_cgroup_track_foreign_dirty;
 use crate::model::mm::memcontrol::{
-    mem_cgroup_try_charge, mem_cgroup_uncharge_freed, resume_user_mode_over_high,
+    mem_cgroup_charge_folios, mem_cgroup_uncharge_freed, resume_user_mode_over_high,
 };
 use crate::model::mm::page_alloc;
 use crate::model::mm::page_writeback::account_delta;
@@ -176,7 +176,8 @@ async fn alloc_folios(
             mc
         }
     };
-    mem_cgroup_try_charge(m.mm(), &memcg, pages, !nowait).await
+    let folio_pages = 1u64 << inode.mapping.borrow().max_folio_order();
+    mem_cgroup_charge_folios(m.mm(), &memcg, pages, folio_pages, !nowait).await
 }
 
 /// The id of the current task's memcg (its nearest online one): the

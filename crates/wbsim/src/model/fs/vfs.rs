@@ -363,6 +363,12 @@ pub trait Filesystem {
         let _ = (m, sb, inode);
         Box::pin(async {})
     }
+    /// Page-cache pages `sb` holds in mappings of its own, not of a VFS
+    /// inode (btrfs: tree blocks in the btree inode): (cached, dirty,
+    /// writeback). The page counters include them.
+    fn internal_pages(&self, _sb: &SuperBlock) -> (u64, u64, u64) {
+        (0, 0, 0)
+    }
     /// Filesystem counters of `sb` for the results (btrfs: commit_stats),
     /// (name, unit, value).
     fn stats(&self, sb: &SuperBlock) -> Vec<(&'static str, &'static str, f64)> {
@@ -909,6 +915,7 @@ pub struct Machine {
     costs: CpuCosts,
     policies: Policies,
     process_start_ns: Time,
+    btrfs_btree_kernel_file: bool,
 }
 
 impl Machine {
@@ -944,6 +951,7 @@ impl Machine {
             costs: cfg.costs,
             policies: cfg.policies,
             process_start_ns: cfg.process_start_ns,
+            btrfs_btree_kernel_file: cfg.btrfs_btree_kernel_file,
         });
         Ok(m)
     }
@@ -1038,5 +1046,11 @@ impl Machine {
     /// CPU time to start a command such as umount(8), ns.
     pub fn process_start_ns(&self) -> Time {
         self.process_start_ns
+    }
+
+    /// Whether btrfs's btree inode has `AS_KERNEL_FILE` (tree blocks charged
+    /// to no user memcg), as since 6.18.
+    pub fn btrfs_btree_kernel_file(&self) -> bool {
+        self.btrfs_btree_kernel_file
     }
 }

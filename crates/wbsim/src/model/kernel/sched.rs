@@ -145,6 +145,8 @@ struct Entity {
     /// while it is not zero the task keeps its CPU from one request to the
     /// next whatever its slice.
     preempt_count: u32,
+    /// The CPU the task last ran on (`task_cpu()`); None before it first ran.
+    last_cpu: Option<usize>,
 }
 
 impl Entity {
@@ -463,6 +465,7 @@ impl Sched {
                 stats: CpuStats::default(),
                 kthread,
                 preempt_count: 0,
+                last_cpu: None,
             },
         );
     }
@@ -551,6 +554,15 @@ impl Sched {
     /// simulation, or with [`Sched::spawn`], are user tasks.
     pub fn is_kthread(&self, id: TaskId) -> bool {
         self.0.tasks.borrow().get(&id).is_some_and(|e| e.kthread)
+    }
+
+    /// `task_cpu(current)`: the CPU the current task runs on, or last ran
+    /// on (between two requests it keeps that CPU in the kernel's sense:
+    /// per-CPU data it touches next is that CPU's). None outside a task or
+    /// before the task first ran.
+    pub fn current_cpu(&self) -> Option<usize> {
+        let id = self.0.sim.current()?;
+        self.0.tasks.borrow().get(&id).and_then(|e| e.last_cpu)
     }
 
     /// Whether the task is on a CPU right now (what `owner_on_cpu()` tests).
@@ -872,6 +884,7 @@ impl Sched {
             let waited = now - since;
             e.stats.wait_ns += waited;
             e.state = State::Running { cpu, since: now };
+            e.last_cpu = Some(cpu);
             let slice = if e.preemptible {
                 e.remaining.min(self.0.params.base_slice_ns)
             } else {
@@ -1019,6 +1032,7 @@ impl Sched {
             debug_assert_eq!(e.state, State::Idle, "sched: nested cpu() request");
             e.begin_request(ns, preemptible, waker.clone());
             e.state = State::Running { cpu, since: now };
+            e.last_cpu = Some(cpu);
             e.vruntime
         };
         self.run_on(cpu, id, run, vruntime);

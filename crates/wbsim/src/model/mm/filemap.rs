@@ -319,6 +319,11 @@ impl AddressSpace {
         self.max_folio_order = max_order.min(MAX_PAGECACHE_ORDER);
     }
 
+    /// `mapping_max_folio_order()`.
+    pub fn max_folio_order(&self) -> u8 {
+        self.max_folio_order
+    }
+
     /// `mapping_set_stable_writes()` / `mapping_clear_stable_writes()`.
     pub fn set_stable_writes(&mut self, on: bool) {
         self.stable_writes = on;

@@ -14,7 +14,9 @@
 //! Charging and limits (`try_charge_memcg`, [`mem_cgroup_try_charge`]): a
 //! page-cache folio added by a task is charged to the task's memcg (the
 //! file remembers that memcg: one memcg per file, the first to charge it);
-//! reclaim uncharges what it frees. Over memory.max, the charging task
+//! reclaim uncharges what it frees. Charges go through a per-CPU stock:
+//! `MEMCG_CHARGE_BATCH` pages are charged at once and handed out from the
+//! stock, and only a charge that refills it checks the limits. Over memory.max, the charging task
 //! reclaims from the memcg (`try_to_free_mem_cgroup_pages`, mm/vmscan.rs)
 //! up to MAX_RECLAIM_RETRIES times, then the charge fails with an OOM the
 //! caller reports (the OOM killer is not modelled). Over memory.high, the
@@ -35,7 +37,7 @@
 //! Left out: anonymous memory (no model task maps memory), per-folio memcg
 //! charging (charges are per file; the folio owner that foreign detection
 //! and foreign dirtying read is kept per page-cache range, mm/filemap.rs),
-//! the per-CPU charge stock, memory.low/min, memory.pressure, and swap. balance_dirty_pages throttles a cgroup wb on
+//! memory.low/min, memory.pressure, and swap. balance_dirty_pages throttles a cgroup wb on
 //! its memcg's dirty domain too ([`mem_cgroup_wb_stats_full`],
 //! mm/page_writeback/).
 
@@ -121,21 +123,29 @@ fn mem_find_max_overage(mm: &Mm, memcg: &Rc<MemCgroup>) -> u64 {
 }
 
 /// `try_charge_memcg()` of `nr_pages` new page-cache pages to `memcg` by the
-/// current task. Over memory.max: memcg reclaim (MEMCG_MAX event), retried
-/// up to MAX_RECLAIM_RETRIES times while short, then `Err(IoError::Oom)`
-/// (MEMCG_OOM; the OOM killer is not modelled). When the memcg or an
-/// ancestor is over memory.high after the charge, the task's
-/// `memcg_nr_pages_over_high` grows by a batch of `max(MEMCG_CHARGE_BATCH,
-/// nr_pages)` (and `set_notify_resume`: the caller settles it on its return
-/// to user space with [`resume_user_mode_over_high`]). Then, as the kernel
-/// does since "memcg: synchronously enforce memory.high for large
-/// overcharges" (2022), if the task owes more than `MEMCG_CHARGE_BATCH` pages and
-/// the allocation may block (`may_block`: `gfpflags_allow_blocking`), it
-/// runs [`mem_cgroup_handle_over_high`] right here, inside the charge:
-/// memcg reclaim and possibly the penalty sleep, with whatever locks the
-/// caller holds still held. Returns the pages the task still owes.
-/// Left out: the per-CPU charge stock (`consume_stock`: a charge served
-/// from the stock skips the high check; here every charge checks).
+/// current task. A charge of at most `MEMCG_CHARGE_BATCH` pages is served
+/// from the CPU's stock of that memcg when it holds enough
+/// (`consume_stock`): no counter is touched and no limit is checked.
+/// Otherwise a batch of `max(MEMCG_CHARGE_BATCH, nr_pages)` is charged (just
+/// `nr_pages` if the batch would pass memory.max), the surplus going to the
+/// CPU's stock (`refill_stock`). Over memory.max: memcg reclaim
+/// (MEMCG_MAX event), retried up to MAX_RECLAIM_RETRIES times while short,
+/// then `Err(IoError::Oom)` (MEMCG_OOM; the OOM killer is not modelled).
+/// When the memcg or an ancestor is over memory.high after the charge, the
+/// task's `memcg_nr_pages_over_high` grows by the batch (and
+/// `set_notify_resume`: the caller settles it on its return to user space
+/// with [`resume_user_mode_over_high`]). Then, as the kernel does since
+/// "memcg: synchronously enforce memory.high for large overcharges" (2022),
+/// if the task owes more than `MEMCG_CHARGE_BATCH` pages and the allocation
+/// may block (`may_block`: `gfpflags_allow_blocking`), it runs
+/// [`mem_cgroup_handle_over_high`] right here, inside the charge: memcg
+/// reclaim and possibly the penalty sleep, with whatever locks the caller
+/// holds still held. So a small charge settles the task's debt only when it
+/// refills the stock while the task already owes a batch. Returns the pages
+/// the task still owes. The root memcg is charged without a stock (the
+/// kernel does not charge it at all; its counters here are bookkeeping).
+/// Left out: draining other CPUs' stocks before reclaim at memory.max
+/// (`drain_all_stock`) and at offline.
 pub async fn mem_cgroup_try_charge(
     mm: &Rc<Mm>,
     memcg: &Rc<MemCgroup>,
@@ -143,17 +153,36 @@ pub async fn mem_cgroup_try_charge(
     may_block: bool,
 ) -> Result<u64, IoError> {
     let task = mm.kernel().sim().current();
+    // The CPU's stock (a task context on a CPU, a non-root memcg).
+    let cpu = task
+        .and_then(|_| mm.kernel().sched().current_cpu())
+        .filter(|_| memcg.id != ROOT_MEM_CGROUP_ID);
+    if let (Some(t), Some(c)) = (task, cpu) {
+        if nr_pages <= MEMCG_CHARGE_BATCH && mm.memcgs().consume_stock(c, memcg.id, nr_pages) {
+            return Ok(mm.memcgs().nr_pages_over_high(t));
+        }
+    }
+    let mut batch = if cpu.is_some() {
+        nr_pages.max(MEMCG_CHARGE_BATCH)
+    } else {
+        nr_pages
+    };
     let chain = memcg_and_ancestors(mm, memcg);
     let mut retries = MAX_RECLAIM_RETRIES;
     loop {
         // page_counter_try_charge: the first level whose max would be passed.
         let over_max = chain.iter().find(|m| {
             m.memory_max
-                .is_some_and(|max| m.usage_pages() + nr_pages > max / PAGE_SIZE)
+                .is_some_and(|max| m.usage_pages() + batch > max / PAGE_SIZE)
         });
         let Some(over) = over_max else {
             break;
         };
+        if batch > nr_pages {
+            // The batch does not fit: try the pages asked for alone.
+            batch = nr_pages;
+            continue;
+        }
         over.update_events(|e| e.max += 1);
         if retries == 0 {
             over.update_events(|e| e.oom += 1);
@@ -167,7 +196,12 @@ pub async fn mem_cgroup_try_charge(
         memcg.psi_memstall_leave(mm.now());
     }
     for m in &chain {
-        m.charge(nr_pages, task);
+        m.charge(batch, task);
+    }
+    if let Some(c) = cpu {
+        if batch > nr_pages {
+            mm.memcgs().refill_stock(c, memcg.id, batch - nr_pages);
+        }
     }
     let over_high = chain.iter().any(|m| {
         m.memory_high
@@ -179,8 +213,7 @@ pub async fn mem_cgroup_try_charge(
     };
     if over_high {
         memcg.update_events(|e| e.high += 1);
-        mm.memcgs()
-            .add_nr_pages_over_high(task, nr_pages.max(MEMCG_CHARGE_BATCH));
+        mm.memcgs().add_nr_pages_over_high(task, batch);
     }
     if may_block && mm.memcgs().nr_pages_over_high(task) > MEMCG_CHARGE_BATCH {
         mm.kernel().count_event("memcg_high_in_charge");
@@ -188,6 +221,51 @@ pub async fn mem_cgroup_try_charge(
         mem_cgroup_handle_over_high(mm, memcg, owed).await;
     }
     Ok(mm.memcgs().nr_pages_over_high(task))
+}
+
+/// The charges of `nr_pages` new page-cache pages added as folios of
+/// `folio_pages` pages each (`filemap_add_folio` -> `mem_cgroup_charge`
+/// per folio): folios of at most `MEMCG_CHARGE_BATCH` pages are served from
+/// the CPU's stock while it holds them, and each one the stock cannot serve
+/// is a [`mem_cgroup_try_charge`] of its own, which charges a batch, refills
+/// the stock and checks the limits (so a task charging many small folios
+/// checks memory.high once per batch, and settles its debt inside a charge
+/// every other batch over it, as the kernel's loop does). Larger folios, or
+/// a charge outside a task on a CPU, are one charge of `nr_pages`. Returns
+/// the pages the task still owes to memory.high.
+pub async fn mem_cgroup_charge_folios(
+    mm: &Rc<Mm>,
+    memcg: &Rc<MemCgroup>,
+    nr_pages: u64,
+    folio_pages: u64,
+    may_block: bool,
+) -> Result<u64, IoError> {
+    let folio = folio_pages.max(1);
+    let task = mm.kernel().sim().current();
+    let cpu = task
+        .and_then(|_| mm.kernel().sched().current_cpu())
+        .filter(|_| memcg.id != ROOT_MEM_CGROUP_ID);
+    let (Some(t), Some(c)) = (task, cpu) else {
+        return mem_cgroup_try_charge(mm, memcg, nr_pages, may_block).await;
+    };
+    if folio > MEMCG_CHARGE_BATCH {
+        return mem_cgroup_try_charge(mm, memcg, nr_pages, may_block).await;
+    }
+    let mut left = nr_pages;
+    while left > 0 {
+        // The folios the stock can serve.
+        let served =
+            (mm.memcgs().stocked_on(c, memcg.id) / folio * folio).min(left / folio * folio);
+        if served > 0 && mm.memcgs().consume_stock(c, memcg.id, served) {
+            left -= served;
+            continue;
+        }
+        // One folio the stock cannot serve (or a last partial one).
+        let n = folio.min(left);
+        mem_cgroup_try_charge(mm, memcg, n, may_block).await?;
+        left -= n;
+    }
+    Ok(mm.memcgs().nr_pages_over_high(t))
 }
 
 /// `mem_cgroup_uncharge` of the folios a path other than reclaim freed

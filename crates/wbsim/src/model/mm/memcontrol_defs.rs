@@ -345,6 +345,11 @@ pub struct MemcgTable {
     /// memory.high (include/linux/sched.h): pages charged while over the
     /// limit since the task last ran `mem_cgroup_handle_over_high`.
     nr_pages_over_high: RefCell<BTreeMap<TaskId, u64>>,
+    /// `memcg_stock` of each CPU: pages charged ahead to a memcg and not yet
+    /// handed out, by (CPU, memcg id). One entry per memcg and CPU, as the
+    /// multi-memcg per-CPU cache of 6.16+ keeps several memcgs per CPU
+    /// (NR_MEMCG_STOCK slots there; unbounded here).
+    stock: RefCell<BTreeMap<(usize, u64), u64>>,
 }
 
 impl MemcgTable {
@@ -356,7 +361,42 @@ impl MemcgTable {
             by_cgroup: RefCell::new(BTreeMap::from([(CgroupId::ROOT, ROOT_MEM_CGROUP_ID)])),
             next_id: Cell::new(ROOT_MEM_CGROUP_ID + 1),
             nr_pages_over_high: RefCell::new(BTreeMap::new()),
+            stock: RefCell::new(BTreeMap::new()),
         }
+    }
+
+    /// `consume_stock()`: takes `pages` from `cpu`'s stock of memcg `id` if
+    /// it holds that many (the charge is then already counted).
+    pub fn consume_stock(&self, cpu: usize, id: u64, pages: u64) -> bool {
+        let mut st = self.stock.borrow_mut();
+        match st.get_mut(&(cpu, id)) {
+            Some(n) if *n >= pages => {
+                *n -= pages;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// `refill_stock()`: `pages` charged ahead to memcg `id` go to `cpu`'s
+    /// stock.
+    pub fn refill_stock(&self, cpu: usize, id: u64, pages: u64) {
+        *self.stock.borrow_mut().entry((cpu, id)).or_insert(0) += pages;
+    }
+
+    /// Pages in `cpu`'s stock of memcg `id`.
+    pub fn stocked_on(&self, cpu: usize, id: u64) -> u64 {
+        self.stock.borrow().get(&(cpu, id)).copied().unwrap_or(0)
+    }
+
+    /// Pages in the stocks of memcg `id`, all CPUs.
+    pub fn stocked(&self, id: u64) -> u64 {
+        self.stock
+            .borrow()
+            .iter()
+            .filter(|((_, m), _)| *m == id)
+            .map(|(_, n)| n)
+            .sum()
     }
 
     /// `current->memcg_nr_pages_over_high += pages` for `task`; returns the

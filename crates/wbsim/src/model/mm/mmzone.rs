@@ -92,6 +92,12 @@ pub trait LruFile {
     fn memcg_id(&self) -> u64 {
         0
     }
+    /// `->release_folio()` of the file's clean folios: false while their
+    /// owner still uses them (a filesystem's private data pins them), so
+    /// reclaim passes over the file this time. True for plain file data.
+    fn release_folio(&self) -> bool {
+        true
+    }
 }
 
 /// What reclaim needs from the layers above mm/: the files on the LRU and a

@@ -111,6 +111,9 @@ fn shrink_lru(
         if st.reclaimed >= want {
             break;
         }
+        if !f.release_folio() {
+            continue;
+        }
         let d = f.mapping().borrow_mut().reclaim_clean(want - st.reclaimed);
         if d.cached < 0 {
             st.reclaimed += (-d.cached) as u64;

@@ -29,15 +29,21 @@
 //!   transid, dirty, write-locked by its creator), the parent's pointer (or
 //!   the root pointer) updated, the old block unlocked.
 //!
+//! - Blocks not in memory (`read_block_for_search`, when the filesystem has a
+//!   [`BtreeInode`]: tree blocks charged to user memcgs, which can reclaim
+//!   them): the locks above the current level are dropped, the missing
+//!   child's buffer is allocated and charged with the current block still
+//!   locked (the charge may run memory.high reclaim there), the child is
+//!   read-locked, the path released, the child read from disk, and the
+//!   search restarts. A commit-root search with `skip_locking` reads the
+//!   child and goes on.
+//!
 //! Simplified: blocks are never split, merged or balanced
 //! (`setup_nodes_for_search`, `split_leaf`, `balance_level` are left out):
 //! the tree keeps the shape it was built with, and items are only deleted or
-//! resized in place. No `keep_locks`, `lowest_level`, `search_for_split`,
-//! readahead or reading blocks from disk (every block is in memory: on 6.18
-//! the btree inode's folios are charged to no user memcg, `AS_KERNEL_FILE`,
-//! so only global reclaim could evict them; the model has none of the
-//! btree inode's page cache). The old
-//! block of a COW is left to the commit root (its freeing is not modelled).
+//! resized in place. No `keep_locks`, `lowest_level`, `search_for_split` or
+//! tree block readahead. The old block of a COW is left to the commit root
+//! (its freeing is not modelled).
 //!
 //! Commit roots: each root keeps `commit_root`, switched at commit; a
 //! search with `search_commit_root` walks it, with `skip_locking` taking no
@@ -50,7 +56,9 @@ use std::rc::Rc;
 
 use sim::{TaskId, Time};
 
-use crate::model::fs::btrfs::extent_io::{BtrfsKey, EbBody, ExtentBuffer, LeafItem};
+use crate::model::fs::btrfs::extent_io::{
+    BtreeInode, BtrfsKey, EbBody, EbCache, ExtentBuffer, LeafItem,
+};
 use crate::model::fs::btrfs::fs::BtrfsTransHandle;
 use crate::model::fs::btrfs::locking::{
     btrfs_lockdep_name, btrfs_tree_lock, btrfs_tree_read_lock, btrfs_try_tree_write_lock, EbLock,
@@ -114,6 +122,9 @@ pub struct BtrfsTreeCtx {
     commit_waits_on: RefCell<Option<Rc<ExtentBuffer>>>,
     /// Time the committer spent waiting for tree locks, ns (all commits).
     commit_lock_wait_ns: Cell<Time>,
+    /// The btree inode when tree blocks are charged to user memcgs and may
+    /// be reclaimed (None: every block stays in memory).
+    btree_inode: RefCell<Option<Rc<BtreeInode>>>,
 }
 
 impl BtrfsTreeCtx {
@@ -134,7 +145,19 @@ impl BtrfsTreeCtx {
             committer: Cell::new(None),
             commit_waits_on: RefCell::new(None),
             commit_lock_wait_ns: Cell::new(0),
+            btree_inode: RefCell::new(None),
         })
+    }
+
+    /// Tree blocks live in `bi`'s folios from now on (charged, reclaimable,
+    /// read on a miss).
+    pub fn set_btree_inode(&self, bi: Rc<BtreeInode>) {
+        *self.btree_inode.borrow_mut() = Some(bi);
+    }
+
+    /// The btree inode, when blocks may be out of memory.
+    pub fn btree_inode(&self) -> Option<Rc<BtreeInode>> {
+        self.btree_inode.borrow().clone()
     }
 
     /// Marks `task` as the committing task (None: no commit runs).
@@ -294,6 +317,22 @@ impl BtrfsRoot {
             }
         }
         out
+    }
+
+    /// Leaves the tree's blocks below its root on disk only, as after a
+    /// mount with a cold cache (`open_ctree` reads each tree's root block;
+    /// the rest is read when a search needs it).
+    pub fn drop_cached_below_root(&self) {
+        let mut stack = match self.node().body() {
+            EbBody::Node(p) => p.into_iter().map(|(_, c)| c).collect(),
+            EbBody::Leaf(_) => Vec::new(),
+        };
+        while let Some(b) = stack.pop() {
+            b.set_cache(EbCache::OnDisk);
+            if let EbBody::Node(p) = b.body() {
+                stack.extend(p.into_iter().map(|(_, c)| c));
+            }
+        }
     }
 
     /// The root block's level (tree height - 1).
@@ -680,7 +719,18 @@ pub async fn btrfs_search_slot(
             }
             path.slots[level] = slot;
             unlock_up(path, level, lowest_unlock, min_write_lock_level, None);
-            b = b.child(slot).expect("a node has children");
+            let child = b.child(slot).expect("a node has children");
+            if let Some(bi) = ctx.btree_inode() {
+                if child.is_uptodate() {
+                    bi.mark_accessed(&child);
+                } else {
+                    // read_block_for_search with skip_locking: no locks to
+                    // drop; the block is read and the walk goes on.
+                    let reader = bi.find_create_tree_block(&child).await;
+                    bi.read_extent_buffer(&child, reader).await;
+                }
+            }
+            b = child;
         }
     }
     'again: loop {
@@ -739,6 +789,27 @@ pub async fn btrfs_search_slot(
                 Some(&mut write_lock_level),
             );
             let child = eb.child(slot).expect("a node has children");
+            if let Some(bi) = ctx.btree_inode() {
+                if child.is_uptodate() {
+                    bi.mark_accessed(&child);
+                } else {
+                    // read_block_for_search, cache miss (6.13+): the locks
+                    // above this level go; this block stays locked while the
+                    // child's buffer is allocated and charged; then the
+                    // child is read-locked, the path released, the child
+                    // read (or its read in flight waited for), and the
+                    // search starts again (-EAGAIN).
+                    for n in path.nodes[level + 1..].iter_mut().flatten() {
+                        n.lock = None;
+                    }
+                    let reader = bi.find_create_tree_block(&child).await;
+                    let l = btrfs_tree_read_lock(&child).await;
+                    path.release();
+                    bi.read_extent_buffer(&child, reader).await;
+                    drop(l);
+                    continue 'again;
+                }
+            }
             let write = child.level() as i32 <= write_lock_level;
             let lock = if trans.is_some() {
                 ctx.cow_search_lock(&child, write).await

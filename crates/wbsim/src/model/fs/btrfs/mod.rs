@@ -58,9 +58,11 @@ use std::rc::Rc;
 
 use sim::{Time, USEC};
 
+use crate::model::fs::btrfs::ctree::BTRFS_NODESIZE;
 use crate::model::fs::btrfs::disk_io::{
     BtrfsFileSpec, BtrfsFsInfo, BTRFS_FIRST_FREE_OBJECTID, BTRFS_FS_TREE_OBJECTID,
 };
+use crate::model::fs::btrfs::extent_io::BtreeInode;
 use crate::model::fs::btrfs::file_item::{btrfs_lookup_bio_sums, BTRFS_SECTORSIZE};
 use crate::model::fs::btrfs::inode::{btrfs_finish_ordered_new, btrfs_finish_ordered_overwrite};
 use crate::model::fs::btrfs::transaction::{
@@ -290,6 +292,20 @@ impl Btrfs {
             &files,
             BTRFS_PRELOAD_GENERATION,
         ));
+        if !m.btrfs_btree_kernel_file() {
+            // No AS_KERNEL_FILE: tree blocks are charged to whoever reads
+            // them and may be reclaimed; the data set's trees start on disk.
+            fs.ctx().set_btree_inode(Rc::new(BtreeInode::new(
+                m.mm(),
+                m.sched(),
+                sb.device.clone(),
+                sb.id,
+                u64::from(BTRFS_NODESIZE),
+            )));
+            for r in fs.roots() {
+                r.drop_cached_below_root();
+            }
+        }
         let info = Rc::new(BtrfsSb {
             fs: fs.clone(),
             commit_mutex: Mutex::new(m.locks().class("btrfs-commit"), m.sched()),
@@ -497,13 +513,20 @@ impl Filesystem for Btrfs {
             self.sbs.borrow_mut().remove(&sb.id);
         })
     }
+    fn internal_pages(&self, sb: &SuperBlock) -> (u64, u64, u64) {
+        self.sbs
+            .borrow()
+            .get(&sb.id)
+            .and_then(|i| i.fs.ctx().btree_inode())
+            .map_or((0, 0, 0), |bi| bi.nr_pages())
+    }
     fn stats(&self, sb: &SuperBlock) -> Vec<(&'static str, &'static str, f64)> {
         let Some(info) = self.sbs.borrow().get(&sb.id).cloned() else {
             return Vec::new();
         };
         let c = info.fs.transactions().commit_stats();
         let ms = |ns: Time| ns as f64 / 1e6;
-        vec![
+        let mut v = vec![
             ("commits", "count", c.commits as f64),
             ("last_commit", "ms", ms(c.last_commit_ns)),
             ("max_commit", "ms", ms(c.max_commit_ns)),
@@ -517,7 +540,19 @@ impl Filesystem for Btrfs {
             ("delayed_ref_drops", "count", c.delayed_ref_drops as f64),
             ("cow_blocks", "count", info.fs.ctx().cow_blocks() as f64),
             ("tree_searches", "count", info.fs.ctx().searches() as f64),
-        ]
+        ];
+        if let Some(bi) = info.fs.ctx().btree_inode() {
+            // Tree blocks read from disk, re-read after reclaim, waits for
+            // another task's read, time in their folios' memcg charges.
+            let b = bi.stats();
+            v.extend([
+                ("tree_block_reads", "count", b.reads as f64),
+                ("tree_block_rereads", "count", b.rereads as f64),
+                ("tree_block_read_waits", "count", b.read_waits as f64),
+                ("tree_block_charge", "ms", ms(b.charge_ns)),
+            ]);
+        }
+        v
     }
     fn samples(&self, sb: &SuperBlock) -> Vec<(String, &'static str, f64)> {
         let Some(info) = self.sbs.borrow().get(&sb.id).cloned() else {
