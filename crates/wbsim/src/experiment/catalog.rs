@@ -262,6 +262,13 @@ pub const EXPERIMENTS: &[Experiment] = &[
             hl("sync", &["p50", "max"], "ms"),
             hl("run.simulated_time", &["mean"], "s"),
             hl("fs.data.blocked.btrfs-csum-*", &["mean", "max"], "tasks"),
+            hl(
+                "fs.data.blocked.btrfs-commit_root_sem",
+                &["mean", "max"],
+                "tasks",
+            ),
+            hl("fs.data.total_commit_lock_wait", &["mean"], "ms"),
+            hl("fs.data.tree_block_rereads", &["mean"], "count"),
         ],
         per_job: &[],
         // Where a commit's time goes: its task's waits for tree locks in

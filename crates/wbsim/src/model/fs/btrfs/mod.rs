@@ -38,8 +38,9 @@
 //! the data I/O goes to the file's fixed place on the device, not to the
 //! new extent's address; preloaded files are bound to VFS inodes in the
 //! order they are opened under `subvol<N>/`; no log tree (fsync commits),
-//! no btree inode page cache or its writeback under memory pressure, no
-//! space reservation or multiple devices.
+//! no writeback of the btree inode under memory pressure (its page cache is
+//! modelled: [`extent_io::BtreeInode`]), no space reservation or multiple
+//! devices.
 
 pub mod ctree;
 pub mod delayed_ref;
