@@ -316,6 +316,18 @@ async fn generic_perform_write(
         // they are, new ones sized for the rest of the write
         // (`fgf_set_order`, large folios on XFS and ext4). A cached folio may
         // reach past the write's end; it is dirtied whole.
+        // IOCB_NOWAIT (io_uring's inline attempt): iomap_write_iter runs
+        // balance_dirty_pages_ratelimited_flags(BDP_ASYNC) at the top of
+        // each iteration, so where the gate would put the writer to sleep
+        // nothing more is dirtied and the write returns -EAGAIN (io_uring
+        // then punts it to io-wq, whose worker is throttled as a blocking
+        // writer). A blocking writer's gate runs after each chunk below (in
+        // the kernel it runs before the next chunk, or at the next write's
+        // first one: the same pauses, the last one in this call instead of
+        // the next).
+        if fl.nowait {
+            throttle::balance_dirty_pages_ratelimited(m.mm(), task, &wb, true).await?;
+        }
         let target = end.min(idx + throttle::pages_until_ratelimit(task, &wb));
         let mut chunk_end = idx;
         {
@@ -396,7 +408,9 @@ async fn generic_perform_write(
             mark_inode_dirty(m, &f.inode, I_DIRTY_PAGES);
         }
         throttle::account_dirtied(m.mm(), task, d.dirtied);
-        throttle::balance_dirty_pages_ratelimited(m.mm(), task, &wb, fl.nowait).await?;
+        if !fl.nowait {
+            throttle::balance_dirty_pages_ratelimited(m.mm(), task, &wb, false).await?;
+        }
         idx = chunk_end;
     }
     if fl.dontcache {
