@@ -61,6 +61,8 @@ key_table! {
             "CPU and wall time to start a command (fork+exec).";
         wakeup_latency: Duration => |m, ns| m.wakeup_latency_ns = ns,
             "Wakeup latency of an idle CPU (0: a woken kernel worker runs at once).";
+        tick_cost: Duration => |m, ns| m.tick_cost_ns = ns,
+            "CPU time the scheduler tick of a busy CPU takes from the task it interrupts, every jiffy (0: none).";
     }
 }
 

@@ -926,6 +926,7 @@ impl Machine {
                 hz: cfg.hz,
                 rcu: cfg.rcu_params(),
                 wakeup_latency_ns: cfg.wakeup_latency_ns,
+                tick_cost_ns: cfg.tick_cost_ns,
             },
         )?);
         let mm = Rc::new(Mm::boot(
