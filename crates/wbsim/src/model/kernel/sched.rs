@@ -1553,6 +1553,26 @@ mod tests {
     }
 
     #[test]
+    fn a_task_preempting_inside_a_tick_waits_out_its_rest() {
+        // A hog runs from 0 on one CPU; a sleeper wakes 10 us after the tick
+        // at 8 ms and preempts it (its vruntime is far behind). The tick's
+        // handling still has 44 us to go on that CPU: the sleeper's 1 ms
+        // starts after it.
+        let (sim, s) = ticking(1);
+        let (s1, s2, sm) = (s.clone(), s.clone(), sim.clone());
+        s.spawn("hog", CgroupId::ROOT, 0, async move {
+            s1.cpu(20 * MSEC).await;
+        });
+        let h = s.spawn("sleeper", CgroupId::ROOT, 0, async move {
+            sm.sleep_until(8 * MSEC + 10 * USEC).await;
+            s2.cpu(MSEC).await;
+            sm.now()
+        });
+        sim.run().unwrap();
+        assert_eq!(h.result(), Some(9 * MSEC + 54 * USEC));
+    }
+
+    #[test]
     fn tasks_sharing_a_cpu_pay_each_tick_once() {
         // Two 10 ms hogs on one CPU take turns by slices: together they
         // run through the ticks at 0, 4, ..., 20 ms, six of them.
