@@ -57,6 +57,10 @@
 //! (fsync, sync_fs) pushes the CIL and waits for it; unmount writes the
 //! whole AIL back.
 //!
+//! Timestamps (`xfs_vn_update_time`, fs/xfs/xfs_iops.c; [`Xfs::update_time`]):
+//! the first write of a file in each jiffy logs the new mtime/ctime in a
+//! `tr_fsyncts` transaction under the ILOCK; lazytime is not modelled.
+//!
 //! Left out (later issues): frees, on-disk size updates
 //! at completion (`xfs_setfilesize`), inodegc, quotas. The per-superblock
 //! state lives in [`Xfs`] keyed by superblock id.
@@ -646,8 +650,9 @@ impl Filesystem for Xfs {
     /// the ILOCK), the ILOCK held exclusive while the new times are set and
     /// the inode core is logged (XFS_ILOG_TIMESTAMP), the commit into the
     /// CIL. Its CPU is the model's transaction cost ([`XFS_TRANS_NS`]);
-    /// measured on this VM, a 4 KiB write that made this update took 5 us
-    /// more than the median write (62 writes, tracefs `xfs_update_time`).
+    /// measured on this VM, a 4 KiB write that made this update took 4-5 us
+    /// more than the median write (tracefs `xfs_update_time`, 4 runs of
+    /// 40-62 such writes, medians).
     fn update_time<'a>(
         &'a self,
         m: &'a Rc<Machine>,
