@@ -124,8 +124,9 @@ pub struct MachineConfig {
     #[serde(default)]
     pub wakeup_latency_ns: Time,
     /// CPU time the tick of a busy CPU takes from the task it interrupts
-    /// ([`SchedParams::tick_cost_ns`]), ns (0: ticks cost nothing; not
-    /// written to results then).
+    /// (`SchedParams::tick_cost_ns` in
+    /// [`crate::model::kernel::sched::SchedParams`]), ns (0: ticks cost
+    /// nothing; not written to results then).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tick_cost_ns: Time,
     /// RAM never available to the page cache (kernel, workload's anonymous
