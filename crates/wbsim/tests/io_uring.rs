@@ -12,6 +12,15 @@ fn uring_job(memory: &str, profile: &str, job: &str) -> Results {
 }
 
 fn uring_job_on(fs: &str, memory: &str, profile: &str, job: &str) -> Results {
+    uring_job_hz(fs, 1000, memory, profile, job)
+}
+
+/// A job on a machine with `CONFIG_HZ=hz`. An xfs write that must change
+/// the file's timestamps (the first in each jiffy) cannot be done inline
+/// (IOCB_NOWAIT gets EAGAIN from `kiocb_modified`); at HZ=100 a job of a
+/// few MiB writes within the jiffy its file was created in and never needs
+/// to, which isolates the inline path.
+fn uring_job_hz(fs: &str, hz: u32, memory: &str, profile: &str, job: &str) -> Results {
     run(&format!(
         r#"
 [scenario]
@@ -21,6 +30,7 @@ duration = "30s"
 [machine]
 cpus = 4
 memory = "{memory}"
+hz = {hz}
 
 [[device]]
 name = "nvme0n1"
@@ -52,9 +62,11 @@ fn counter(r: &Results, m: &str) -> f64 {
 
 #[test]
 fn nowait_succeeds_inline_when_nothing_blocks() {
-    // 32 MiB into 16 GiB of memory: far below the dirty thresholds, one
-    // writer, so neither i_rwsem nor balance_dirty_pages would block.
-    let r = uring_job("16g", "nvme-dc", "rw=write\nsize=32m");
+    // 2 MiB into 16 GiB of memory: far below the dirty thresholds, one
+    // writer, so neither i_rwsem nor balance_dirty_pages would block, and
+    // all in one jiffy, so no timestamp update either.
+    let r = uring_job_hz("xfs", 100, "16g", "nvme-dc", "rw=write\nsize=2m");
+    assert_eq!(counter(&r, "fio.j.trace.xfs_update_time"), 0.0);
     let ios = stat(&r, "fio.j.clat", "count");
     assert_eq!(counter(&r, "fio.j.uring_punted"), 0.0);
     assert_eq!(counter(&r, "fio.j.uring_inline"), ios);
@@ -171,13 +183,21 @@ fn batched_submission_makes_every_write_wait_for_the_whole_batch() {
     // reaped after 16 - k more, about 8.5 writes' time on average; with the
     // whole ring submitted at once (0: iodepth) all 16 start together and
     // are reaped after the 16th, so `lat` doubles and the rate stays.
-    let one = uring_job("16g", "nvme-dc", "rw=randwrite\nsize=32m");
-    let all = uring_job(
-        "16g",
-        "nvme-dc",
-        "rw=randwrite\nsize=32m\niodepth_batch_submit=0",
-    );
-    let alias = uring_job("16g", "nvme-dc", "rw=randwrite\nsize=32m\niodepth_batch=16");
+    // All within one jiffy (HZ=100), so every write can be done inline.
+    let job = |extra: &str| {
+        let r = uring_job_hz(
+            "xfs",
+            100,
+            "16g",
+            "nvme-dc",
+            &format!("rw=randwrite\nsize=2m\n{extra}"),
+        );
+        assert_eq!(counter(&r, "fio.j.uring_punted"), 0.0);
+        r
+    };
+    let one = job("");
+    let all = job("iodepth_batch_submit=0");
+    let alias = job("iodepth_batch=16");
     let (l1, l16) = (
         stat(&one, "fio.j.lat", "mean"),
         stat(&all, "fio.j.lat", "mean"),
@@ -252,4 +272,16 @@ directory=/mnt/data/d3
     let limit = stat(&r, "dirty_limit_pages", "max");
     assert!(dirty <= 1.05 * limit, "dirty {dirty} pages, limit {limit}");
     assert!(counter(&r, "fio.w0.uring_punted") > 0.0);
+}
+
+/// The first xfs write in each jiffy must change mtime/ctime, a
+/// transaction that may block, so its nonblocking attempt gets EAGAIN and
+/// it is punted to io-wq (where it makes the update). At iodepth 1 nothing
+/// else is in flight: exactly those writes are punted.
+#[test]
+fn a_write_that_changes_the_timestamps_is_punted() {
+    let r = uring_job("16g", "nvme-dc", "rw=write\nsize=32m\niodepth=1");
+    let updates = counter(&r, "fio.j.trace.xfs_update_time");
+    assert!(updates >= 5.0, "{updates} timestamp updates");
+    assert_eq!(counter(&r, "fio.j.uring_punted"), updates);
 }

@@ -200,3 +200,24 @@ fn sequential_writers_allocate_few_extents_random_writers_many() {
         "random: {rand} conversions, sequential {seq}"
     );
 }
+
+/// Timestamps follow the coarse clock, which moves once a jiffy: only the
+/// first write of the file in each jiffy changes mtime/ctime and pays
+/// `xfs_vn_update_time`'s transaction (HZ=1000 here: one per ms of the
+/// writer's run), and that write is the slower one. 4096 writes of 4 KiB
+/// take a few ms, so a few updates, not one per write.
+#[test]
+fn the_first_write_in_each_jiffy_updates_the_timestamps() {
+    let r = one_job("5us", "rw=write\nbs=4k\nsize=16m\nfallocate=none");
+    let updates = trace_count(&r, "xfs_update_time");
+    let bw = stat(&r, "fio.j.write_bw", "value");
+    let run_ms = 16.0 / bw * 1000.0;
+    assert!(
+        updates >= run_ms - 1.0 && updates <= run_ms + 2.0,
+        "{updates} timestamp updates in {run_ms:.1} ms"
+    );
+    // The updating writes sit in the tail: the maximum is at least the
+    // transaction (5 us) above the median.
+    let (p50, max) = (stat(&r, "fio.j.clat", "p50"), stat(&r, "fio.j.clat", "max"));
+    assert!(max >= p50 + 5.0, "max {max} us, p50 {p50} us");
+}

@@ -54,6 +54,9 @@ pub struct MachineProfile {
     pub hz: u32,
     /// Idle-CPU wakeup latency, as a scenario duration string.
     pub wakeup_latency: &'static str,
+    /// CPU a scheduler tick takes from the task it interrupts, as a
+    /// scenario duration string (`[machine] tick_cost`).
+    pub tick_cost: &'static str,
     /// What it is and where the values come from.
     pub about: &'static str,
 }
@@ -66,9 +69,10 @@ pub const MACHINES: &[MachineProfile] = &[
         memory: "24g",
         hz: 250,
         wakeup_latency: "25us",
+        tick_cost: "22us",
         about: "the 2-vCPU, 24 GiB VM the project measures on (nproc, /proc/meminfo; \
-                CONFIG_HZ=250 from /boot/config; 25 us idle wakeup as in \
-                scenarios/dontcache-local.toml)",
+                CONFIG_HZ=250 from /boot/config; 25 us idle wakeup and a 22 us \
+                tick as in scenarios/dontcache-local.toml)",
     },
     MachineProfile {
         name: "server16",
@@ -76,6 +80,7 @@ pub const MACHINES: &[MachineProfile] = &[
         memory: "64g",
         hz: 250,
         wakeup_latency: "0s",
+        tick_cost: "0s",
         about: "a 16-CPU, 64 GiB server with Debian's CONFIG_HZ=250 \
                 (debian/config/config) and no idle wakeup cost",
     },
@@ -85,6 +90,7 @@ pub const MACHINES: &[MachineProfile] = &[
         memory: "16g",
         hz: 1000,
         wakeup_latency: "0s",
+        tick_cost: "0s",
         about: "a 4-CPU, 16 GiB desktop with CONFIG_HZ=1000 (a common desktop \
                 kernel choice, e.g. Ubuntu's lowlatency flavour)",
     },
@@ -315,11 +321,12 @@ pub fn build(path: &Path, target: &Target) -> anyhow::Result<(Scenario, JobFile)
         duration
     ));
     t.push_str(&format!(
-        "[machine]\ncpus = {}\nmemory = {}\nhz = {}\nwakeup_latency = {}\n\n",
+        "[machine]\ncpus = {}\nmemory = {}\nhz = {}\nwakeup_latency = {}\ntick_cost = {}\n\n",
         machine.cpus,
         toml_str(machine.memory),
         machine.hz,
-        toml_str(machine.wakeup_latency)
+        toml_str(machine.wakeup_latency),
+        toml_str(machine.tick_cost)
     ));
     if fs_type != FsType::Tmpfs {
         t.push_str(&format!(

@@ -17,6 +17,11 @@ use crate::model::kernel::rcu::RcuParams;
 use crate::model::mm::page_writeback::VmDirtyParams;
 use crate::model::policy::Policies;
 
+/// serde's `skip_serializing_if` for parameters written only when set.
+fn is_zero(v: &Time) -> bool {
+    *v == 0
+}
+
 /// Cost of starting a short command such as umount(8): fork, exec, dynamic
 /// linking, libmount setup, exit. 1 ms: the order of `perf stat -r 100
 /// /bin/true`-style measurements of a small dynamically linked binary on a
@@ -124,6 +129,12 @@ pub struct MachineConfig {
     /// 6.18 (`[machine] btrfs_btree_kernel_file`).
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub btrfs_btree_kernel_file: bool,
+    /// CPU time the tick of a busy CPU takes from the task it interrupts
+    /// (`SchedParams::tick_cost_ns` in
+    /// [`crate::model::kernel::sched::SchedParams`]), ns (0: ticks cost
+    /// nothing; not written to results then).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tick_cost_ns: Time,
     /// RAM never available to the page cache (kernel, workload's anonymous
     /// memory), bytes. Derived from `memory_bytes`; not part of the results.
     #[serde(skip)]
@@ -157,6 +168,7 @@ impl MachineConfig {
             process_start_ns: PROCESS_START_DEFAULT_NS,
             wakeup_latency_ns: 0,
             btrfs_btree_kernel_file: true,
+            tick_cost_ns: 0,
             reserved_bytes: default_reserved_bytes(memory_bytes),
             dirty: VmDirtyParams::default(),
             costs: CpuCosts::default(),

@@ -33,8 +33,10 @@
 //! conversions run): `fio.<job>.trace.xfs_unwritten_convert` (one per
 //! completed ioend whose range had unwritten extents, converted in
 //! `xfs_end_ioend` in a kworker under the inode lock),
-//! `fio.<job>.trace.xfs_setfilesize` (ioends that moved the on-disk size)
-//! and `fio.<job>.trace.overrun` (events lost). Counts only: the time spent
+//! `fio.<job>.trace.xfs_setfilesize` (ioends that moved the on-disk size),
+//! `fio.<job>.trace.xfs_update_time` (timestamp updates: the first write of
+//! the file in each jiffy, `xfs_vn_update_time`) and
+//! `fio.<job>.trace.overrun` (events lost). Counts only: the time spent
 //! converting is not measured. If tracefs or the events are missing, the
 //! jobs run without counts and a note says so.
 
@@ -61,7 +63,11 @@ const SEQ4K_QUICK: u64 = 16 << 20;
 /// Seed of the random order.
 const RAND_SEED: u64 = 1;
 /// The xfs tracepoints counted per xfs job (those present are enabled).
-pub const XFS_EVENTS: &[&str] = &["xfs_unwritten_convert", "xfs_setfilesize"];
+pub const XFS_EVENTS: &[&str] = &[
+    "xfs_unwritten_convert",
+    "xfs_setfilesize",
+    "xfs_update_time",
+];
 /// Per-CPU ring buffer of the tracefs instance, KiB.
 const TRACE_BUFFER_KIB: u64 = 8192;
 

@@ -59,7 +59,8 @@
 //!   writes); a refused job has `fio.<job>.errno` (e.g. 95, EOPNOTSUPP)
 //!   and `error` in its fio entry. Every xfs job of `dontcache` also has the
 //!   tracepoint counts `fio.<job>.trace.xfs_unwritten_convert`,
-//!   `fio.<job>.trace.xfs_setfilesize` and `fio.<job>.trace.overrun`
+//!   `fio.<job>.trace.xfs_setfilesize`, `fio.<job>.trace.xfs_update_time`
+//!   and `fio.<job>.trace.overrun`
 //!   (events per run). buffered-write jobs `seq-w1`..`seq-w8` also have the
 //!   series `fio.<job>.dirty_pages` and `fio.<job>.writeback_pages` (pages,
 //!   t in ns from the job's start) and tracepoint counts

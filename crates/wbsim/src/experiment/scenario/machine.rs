@@ -63,6 +63,8 @@ key_table! {
             "Wakeup latency of an idle CPU (0: a woken kernel worker runs at once).";
         btrfs_btree_kernel_file: Bool => |m, b| m.btrfs_btree_kernel_file = b,
             "btrfs tree blocks charged to no user memcg (AS_KERNEL_FILE, 6.18+; default true). false: charged to the reading task's memcg and reclaimable with it, as before 6.18.";
+        tick_cost: Duration => |m, ns| m.tick_cost_ns = ns,
+            "CPU time the scheduler tick of a busy CPU takes from the task it interrupts, every jiffy (0: none).";
     }
 }
 

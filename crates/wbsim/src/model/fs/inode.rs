@@ -54,6 +54,9 @@ pub struct InodeState {
     pub i_count: u32,
     /// Last access for the clean-page LRU (reclaim picks the oldest inode).
     pub last_access: Time,
+    /// When mtime and ctime were last set (creation, then the writes that
+    /// changed them), ns; they hold the coarse clock of that jiffy.
+    pub cmtime: Time,
 }
 
 /// One inode.
@@ -157,6 +160,7 @@ impl Inode {
                 i_size: 0,
                 i_count: 1,
                 last_access: now,
+                cmtime: now,
             }),
             mapping: RefCell::new(AddressSpace::new()),
             i_wb_wait: WaitQueue::new(&format!("inode:{ino}:writeback")),

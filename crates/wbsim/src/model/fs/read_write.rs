@@ -236,12 +236,42 @@ pub async fn vfs_write(
         } else {
             f.inode.i_rwsem.down_write().await
         };
+        file_update_time(m, f, fl.nowait).await?;
         let over_high = generic_perform_write(m, task, f, pos, len, fl).await?;
         drop(iolock);
         resume_user_mode_work(m, f, over_high).await;
     }
     let mut st = f.inode.st.borrow_mut();
     st.i_size = st.i_size.max(pos + len);
+    Ok(())
+}
+
+/// `kiocb_modified` -> `file_modified_flags` (fs/inode.c), from the
+/// filesystem's write checks under the inode lock: a write sets mtime and
+/// ctime to `current_time()`, the coarse clock, which the tick advances once
+/// a jiffy (multigrain timestamps: a fine-grained time only after a stat
+/// queried the ctime, not modelled). So the first write of a file in each
+/// jiffy changes them and pays the filesystem's `->update_time`; the others
+/// find them equal and do nothing. With IOCB_NOWAIT an update that may
+/// block (a filesystem `->update_time` the model has: xfs) is not tried:
+/// EAGAIN. Simplified: every filesystem takes this path (ext4 calls
+/// `file_modified`, btrfs sets the times in memory in
+/// `btrfs_write_check`; neither costs anything modelled here).
+async fn file_update_time(m: &Rc<Machine>, f: &File, nowait: bool) -> Result<(), IoError> {
+    let hz = m.kernel().hz().max(1);
+    let tick = (1_000_000_000 + hz / 2) / hz;
+    let now = m.now();
+    if f.inode.st.borrow().cmtime / tick == now / tick {
+        return Ok(());
+    }
+    let update = f.sb.fs.update_time(m, &f.sb, &f.inode);
+    if nowait && update.is_some() {
+        return Err(IoError::Again);
+    }
+    f.inode.st.borrow_mut().cmtime = now;
+    if let Some(fut) = update {
+        fut.await;
+    }
     Ok(())
 }
 

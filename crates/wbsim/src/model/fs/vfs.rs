@@ -296,6 +296,20 @@ pub trait Filesystem {
         let _ = (isize_pages, prev_run);
         0
     }
+    /// `->update_time` of a write that changes the file's mtime and ctime
+    /// (`inode_update_time` from `file_update_time`). None: the generic
+    /// form, `generic_update_time`, which only marks the inode dirty
+    /// (I_DIRTY_SYNC) and costs nothing modelled (tmpfs; ext4's journalled
+    /// `ext4_dirty_inode` and btrfs's transaction are not modelled).
+    fn update_time<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+    ) -> Option<LocalBoxFuture<'a, ()>> {
+        let _ = (m, sb, inode);
+        None
+    }
     /// CPU of converting one completed ioend's unwritten blocks to written
     /// (`xfs_iomap_write_unwritten`: a transaction under the ilock held
     /// exclusive) in a file of `records` extent records, ns. 0: conversion
@@ -933,6 +947,7 @@ impl Machine {
                 hz: cfg.hz,
                 rcu: cfg.rcu_params(),
                 wakeup_latency_ns: cfg.wakeup_latency_ns,
+                tick_cost_ns: cfg.tick_cost_ns,
             },
         )?);
         let mm = Rc::new(Mm::boot(

@@ -27,6 +27,9 @@ pub struct KernelParams {
     pub rcu: RcuParams,
     /// Wakeup latency of an idle CPU ([`SchedParams::wakeup_latency_ns`]), ns.
     pub wakeup_latency_ns: Time,
+    /// CPU time a tick takes from the task it interrupts
+    /// ([`SchedParams::tick_cost_ns`]), ns.
+    pub tick_cost_ns: Time,
 }
 
 /// The kernel services of one machine.
@@ -49,10 +52,23 @@ impl Kernel {
         if p.cpus == 0 {
             return Err("machine.cpus must be at least 1".into());
         }
+        if p.hz == 0 {
+            return Err("machine.hz must be at least 1".into());
+        }
+        // TICK_NSEC: a jiffy, rounded to the nearest ns.
+        let tick_ns = (1_000_000_000 + p.hz / 2) / p.hz;
+        if p.tick_cost_ns >= tick_ns {
+            return Err(format!(
+                "machine.tick_cost ({} ns) must be shorter than a jiffy ({tick_ns} ns at HZ={})",
+                p.tick_cost_ns, p.hz
+            ));
+        }
         let sched = Sched::new(
             sim,
             SchedParams {
                 wakeup_latency_ns: p.wakeup_latency_ns,
+                tick_ns,
+                tick_cost_ns: p.tick_cost_ns,
                 ..SchedParams::for_cpus(p.cpus)
             },
         );

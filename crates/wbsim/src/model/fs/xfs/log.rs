@@ -83,6 +83,13 @@ pub const XFS_TR_WRITE_LOGRES: u64 = 109_048;
 /// `tr_write` log count (`XFS_WRITE_LOG_COUNT_REFLINK` with reflink on): 4.
 /// MEASURED with [`XFS_TR_WRITE_LOGRES`].
 pub const XFS_TR_WRITE_LOGCOUNT: u64 = 4;
+/// `tr_fsyncts` log reservation (timestamp updates), bytes: 760, log count
+/// 0 (one unit). MEASURED on this host: `xfs_db -r -c logres` of a 4 GiB
+/// image made by `mkfs.xfs -f -q` (xfsprogs 6.1.0 defaults: 4 AGs, 512-byte
+/// inodes, crc, finobt, reflink): "type 25 logres 760 logcount 0", type 25
+/// being `tr_fsyncts` in `struct xfs_trans_resv` order
+/// (fs/xfs/libxfs/xfs_trans_resv.h, `xfs_calc_swrite_reservation`).
+pub const XFS_TR_FSYNCTS_LOGRES: u64 = 760;
 /// Log size of a 20 GiB filesystem, bytes: 64 MiB (16,384 blocks). MEASURED
 /// with the same mkfs.xfs run (`xfs_db -c 'sb 0' -c 'p logblocks'`);
 /// xfsprogs' `calculate_log_size` gives max(size / 2048, 64 MiB) for
