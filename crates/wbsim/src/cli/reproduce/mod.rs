@@ -45,11 +45,10 @@ pub const IN_REPRODUCE: &[(&str, bool)] = &[
     ("cgwb-umount", true),
     ("btrfs-csum-commit-root", true),
     ("lazy-umount", true),
-    // E4: off: its `--quick` sweep (24 points of 4 s simulated) took 86 s
-    // of CPU on 2026-11-28 after the speed work of branch e4-speed (115 s
-    // before; 60 s wall with --jobs 2 on the idle machine then), the full
-    // one about twelve times that, far from the 60 s target, because the
-    // model writes back 9-18x the published rate (see docs/experiments.md
+    // E4: off: its full sweep (24 points of 40 s simulated) took 9 min of
+    // wall time with --jobs 2 on 2026-11-28 (loaded machine; `--quick`
+    // about 3 min with one job), far from the 60 s target, because the
+    // model writes back 9-29x the published rate (see docs/experiments.md
     // E4); `--only E4` runs it.
     ("parallel-writeback", false),
     ("dontcache", true),
