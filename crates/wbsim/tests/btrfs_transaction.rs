@@ -128,6 +128,19 @@ fn overwrite_is_cow_and_the_commit_deletes_the_old_csums_and_writes_blocks() {
             (st.last_commit_ns, st.max_commit_ns, st.total_commit_ns),
             (ns, ns, ns)
         );
+        // Its time by phase: the delayed refs, the blocks' and the
+        // superblocks' writes took time, nobody held commit_root_sem, and
+        // the phases fit in the commit.
+        let p = st.phase_ns;
+        assert!(
+            p.run_delayed_refs > 0 && p.write_blocks > 0 && p.write_supers > 0,
+            "{p:?}"
+        );
+        assert_eq!(p.switch_roots_wait, 0);
+        assert!(
+            p.run_delayed_refs + p.switch_roots_wait + p.write_blocks + p.write_supers <= ns,
+            "{p:?} in {ns}"
+        );
         // The commit's blocks are written: the next change COWs them again.
         let cows = i.ctx().cow_blocks();
         btrfs_finish_ordered_overwrite(&i, subvol(5), INO, 0).await;

@@ -295,6 +295,35 @@ pub const EXPERIMENTS: &[Experiment] = &[
                 "count",
                 Combine::Sum,
             ),
+            // The commits' time by phase, summed over commits.
+            col(
+                "in delayed refs, all commits (ms)",
+                "fs.data.commit.run_delayed_refs",
+                "mean",
+                "ms",
+                Combine::Sum,
+            ),
+            col(
+                "waiting for commit_root_sem (ms)",
+                "fs.data.commit.switch_roots_wait",
+                "mean",
+                "ms",
+                Combine::Sum,
+            ),
+            col(
+                "writing tree blocks (ms)",
+                "fs.data.commit.write_blocks",
+                "mean",
+                "ms",
+                Combine::Sum,
+            ),
+            col(
+                "writing superblocks (ms)",
+                "fs.data.commit.write_supers",
+                "mean",
+                "ms",
+                Combine::Sum,
+            ),
             col(
                 "holders of the lock the commit waits for (max)",
                 "fs.data.commit.wait_lock_holders",

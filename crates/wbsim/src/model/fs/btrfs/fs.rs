@@ -58,6 +58,25 @@ pub struct BtrfsCommitStats {
     pub total_commit_lock_wait_ns: Time,
     /// Delayed ref drops run by commits (each a `btrfs_del_csums`).
     pub delayed_ref_drops: u64,
+    /// Not in the kernel's file: where the commits' time went, summed over
+    /// commits, ns: running the delayed refs (COW searches, their lock
+    /// waits and tree block reads included), waiting for `commit_root_sem`
+    /// in `switch_commit_roots`, writing and waiting for the tree blocks,
+    /// and the superblocks (flush, FUA write).
+    pub phase_ns: BtrfsCommitPhases,
+}
+
+/// A commit's time by phase, ns (see [`BtrfsCommitStats::phase_ns`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BtrfsCommitPhases {
+    /// `btrfs_run_delayed_refs` in COMMIT_DOING.
+    pub run_delayed_refs: Time,
+    /// `switch_commit_roots`: the wait for `commit_root_sem` (write).
+    pub switch_roots_wait: Time,
+    /// `btrfs_write_and_wait_transaction`: the dirty tree blocks.
+    pub write_blocks: Time,
+    /// `write_all_supers`.
+    pub write_supers: Time,
 }
 
 /// The transaction counters of one filesystem (`fs_info->generation`,
@@ -160,6 +179,16 @@ impl BtrfsTransactions {
         s.max_commit_lock_wait_ns = s.max_commit_lock_wait_ns.max(lock_wait_ns);
         s.total_commit_lock_wait_ns += lock_wait_ns;
         s.delayed_ref_drops += drops;
+        self.stats.set(s);
+    }
+
+    /// Adds one commit's phase times to commit_stats.
+    pub fn note_commit_phases(&self, p: BtrfsCommitPhases) {
+        let mut s = self.stats.get();
+        s.phase_ns.run_delayed_refs += p.run_delayed_refs;
+        s.phase_ns.switch_roots_wait += p.switch_roots_wait;
+        s.phase_ns.write_blocks += p.write_blocks;
+        s.phase_ns.write_supers += p.write_supers;
         self.stats.set(s);
     }
 

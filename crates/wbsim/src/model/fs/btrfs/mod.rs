@@ -539,6 +539,19 @@ impl Filesystem for Btrfs {
                 ms(c.total_commit_lock_wait_ns),
             ),
             ("delayed_ref_drops", "count", c.delayed_ref_drops as f64),
+            // Where the commits' time went, summed over commits.
+            (
+                "commit.run_delayed_refs",
+                "ms",
+                ms(c.phase_ns.run_delayed_refs),
+            ),
+            (
+                "commit.switch_roots_wait",
+                "ms",
+                ms(c.phase_ns.switch_roots_wait),
+            ),
+            ("commit.write_blocks", "ms", ms(c.phase_ns.write_blocks)),
+            ("commit.write_supers", "ms", ms(c.phase_ns.write_supers)),
             ("cow_blocks", "count", info.fs.ctx().cow_blocks() as f64),
             ("tree_searches", "count", info.fs.ctx().searches() as f64),
         ];

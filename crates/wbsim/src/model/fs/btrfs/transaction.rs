@@ -30,7 +30,7 @@ use crate::model::block::{Bio, BioFlags, BlockDevice};
 use crate::model::fs::btrfs::ctree::BTRFS_NODESIZE;
 use crate::model::fs::btrfs::disk_io::{write_all_supers, BtrfsFsInfo};
 use crate::model::fs::btrfs::extent_tree::btrfs_run_delayed_refs;
-use crate::model::fs::btrfs::fs::{BtrfsTransHandle, TransState};
+use crate::model::fs::btrfs::fs::{BtrfsCommitPhases, BtrfsTransHandle, TransState};
 use crate::model::kernel::wait::WaitQueue;
 
 /// CPU of committing the roots of a transaction outside the searches,
@@ -59,13 +59,17 @@ pub async fn btrfs_commit_transaction(fs: &BtrfsFsInfo, dev: Option<&BlockDevice
     tr.set_state(transid, TransState::CommitPrep);
     tr.set_state(transid, TransState::CommitStart);
     tr.set_state(transid, TransState::CommitDoing);
+    let mut phases = BtrfsCommitPhases::default();
     let drops = btrfs_run_delayed_refs(&trans, fs).await;
+    phases.run_delayed_refs = sim.now() - t0;
     ctx.set_committer(None);
     tr.note_commit_waits(ctx.commit_lock_wait_ns() - wait0, drops as u64);
     sched.cpu(BTRFS_COMMIT_ROOTS_NS).await;
     // switch_commit_roots
     {
+        let t = sim.now();
         let _w = fs.commit_root_sem().down_write().await;
+        phases.switch_roots_wait = sim.now() - t;
         for r in fs.roots() {
             r.switch_commit_root();
         }
@@ -80,6 +84,7 @@ pub async fn btrfs_commit_transaction(fs: &BtrfsFsInfo, dev: Option<&BlockDevice
         b.set_written();
     }
     if let Some(dev) = dev {
+        let t = sim.now();
         let left = Rc::new(Cell::new(blocks.len()));
         let wq = WaitQueue::new("btrfs:write_and_wait_transaction");
         for b in &blocks {
@@ -97,8 +102,12 @@ pub async fn btrfs_commit_transaction(fs: &BtrfsFsInfo, dev: Option<&BlockDevice
         }
         let l = left.clone();
         wq.wait_event(&sim, move || l.get() == 0).await;
+        phases.write_blocks = sim.now() - t;
+        let t = sim.now();
         write_all_supers(&sim, dev).await;
+        phases.write_supers = sim.now() - t;
     }
+    tr.note_commit_phases(phases);
     tr.set_state(transid, TransState::SuperCommitted);
     let ns = sim.now() - t0;
     tr.end_commit_of(transid, ns);
