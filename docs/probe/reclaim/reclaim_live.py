@@ -9,7 +9,11 @@ usage_sys), memcg pgpgin/pgpgout deltas, /proc/vmstat pgsteal/pgscan file
 deltas, wall time, load average before the run. Everything it creates
 (image, loop device, mount, cgroups) is removed on every exit path.
 
-usage: reclaim_live.py OUT.json [--reps 3] [--ns 1,2,4,8] [--perf]
+usage: reclaim_live.py OUT.json [--reps 3] [--ns 1,2,4,8] [--perf] [--perf-lock]
+
+--perf: one more limited run at the largest N under `perf record -a -g`
+(cpu-clock); --perf-lock: the same under the lock:contention_begin/end
+tracepoints (with call chains), for `perf lock contention -i`.
 """
 import json
 import os
@@ -172,6 +176,7 @@ def run_once(rig, n, limited):
 def main():
     out = sys.argv[1]
     reps, ns, perf = 3, [1, 2, 4, 8], False
+    pevents = []
     a = sys.argv[2:]
     while a:
         x = a.pop(0)
@@ -181,6 +186,9 @@ def main():
             ns = [int(v) for v in a.pop(0).split(",")]
         elif x == "--perf":
             perf = True
+        elif x == "--perf-lock":
+            perf = True
+            pevents = ["-e", "lock:contention_begin", "-e", "lock:contention_end"]
     rig = Rig()
 
     def on_sig(signum, frame):
@@ -208,7 +216,7 @@ def main():
             sh("sync")
             wr("/proc/sys/vm/drop_caches", 3)
             pdata = out + ".perf.data"
-            pp = subprocess.Popen(["perf", "record", "-a", "-g", "-o", pdata],
+            pp = subprocess.Popen(["perf", "record", "-a", "-g", *pevents, "-o", pdata],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
             r = run_once(rig, n, True)
