@@ -3,7 +3,7 @@
 # preloaded 512 MiB btrfs file (loop-virtio device) in one cgroup, limited
 # (memory_max 256m, as v1 limit_in_bytes) or not.
 dir=${1:-.}; mkdir -p "$dir"
-for n in 1 2 4 8; do
+for n in ${NS:-1 2 4 8}; do
   for lim in lim unl; do
     if [ $lim = lim ]; then mm='memory_max = "256m"'; else mm=''; fi
     cat > "$dir/reclaim-n$n-$lim.toml" <<EOT
