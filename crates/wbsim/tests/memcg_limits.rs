@@ -284,3 +284,49 @@ fn memcg_reclaimers_isolate_under_the_lruvec_lru_lock_and_spin_on_it() {
     assert!(lock.contentions > 0, "{lock:?}");
     assert_eq!(lock.sleeps, 0, "a spinlock never sleeps");
 }
+
+/// A memcg reclaimer's freed folios count against the memcg until its pass
+/// has spent its CPU (`shrink_folio_list` uncharges them in batches at the
+/// end of their processing): a second task charging while the first is in
+/// its pass still finds the memcg at memory.max and reclaims for itself,
+/// instead of taking the room the first pass is making.
+#[test]
+fn folios_being_reclaimed_stay_charged_until_the_pass_ends() {
+    let sim = Sim::new(1);
+    let (m, sb) = machine(&sim);
+    let cg = m.sched().add_cgroup("bad", None).unwrap();
+    let limit = 16 * MIB;
+    let memcg = mem_cgroup_css_online(m.mm(), cg, "bad", None, Some(limit));
+    // Fill the memcg to its limit with clean, reclaimable page cache.
+    let f = create_file(&m, &sb);
+    let m2 = m.clone();
+    m.sched().spawn("fill", cg, 0, async move {
+        common::read_sequentially(&m2, &f, limit, 128 << 10).await;
+    });
+    sim.run_until(SEC).unwrap();
+    assert_eq!(memcg.usage_pages(), limit / PAGE_SIZE);
+    let full = memcg.events();
+    // Two tasks charge 32 pages each at the same instant.
+    let chargers: Vec<_> = (0..2)
+        .map(|i| {
+            let (m3, mc) = (m.clone(), memcg.clone());
+            m.sched().spawn(&format!("charger{i}"), cg, 0, async move {
+                let t0 = m3.now();
+                mem_cgroup_try_charge(m3.mm(), &mc, 32, true).await.unwrap();
+                m3.now() - t0
+            })
+        })
+        .collect();
+    sim.run_until(2 * SEC).unwrap();
+    let ev = memcg.events();
+    // Each reclaimed its own room, once: both charges took a pass's time.
+    // (Before, the second fit at once into the room the first pass had
+    // uncharged before spending its CPU, and the first had to reclaim
+    // again.)
+    for c in &chargers {
+        let t = c.result().unwrap();
+        assert!(t > 0, "a charge fit at once");
+    }
+    assert_eq!(ev.max - full.max, 2, "{full:?} -> {ev:?}");
+    assert_eq!(ev.pgsteal - full.pgsteal, 64, "{full:?} -> {ev:?}");
+}

@@ -32,7 +32,8 @@
 //! written in order, so the dirty ones are the youngest); no active/inactive
 //! aging, refaults or shadow entries; no anonymous memory or swap; memcg
 //! reclaim ([`try_to_free_mem_cgroup_pages`]) walks the files charged to the
-//! memcg, oldest first, with the same per-page CPU, its isolation share
+//! memcg, oldest first, with the same per-page CPU (its folios uncharged
+//! only once the pass's CPU is spent), its isolation share
 //! taken under the memcg lruvec's `lru_lock` (a spinlock: concurrent
 //! reclaimers of one memcg spin; global reclaim takes no lock here); PG_reclaim is one node-wide mark ("writeback pages met by a
 //! previous pass"), not a per-folio flag; kswapd's short "nap" before full
@@ -97,13 +98,19 @@ pub struct ScanStat {
 
 /// `shrink_node()`'s LRU walk: takes up to `nr_to_scan` pages from the LRU
 /// tail, freeing clean ones until `nr_to_reclaim` are freed, and counting the
-/// dirty and writeback pages met. No CPU is charged here.
+/// dirty and writeback pages met. No CPU is charged here. The freed folios'
+/// memcg charges go when `uncharge_later` is None; otherwise they are
+/// pushed there as (memcg, pages), for the caller to uncharge once the
+/// pass's CPU is spent (`shrink_folio_list` uncharges and frees its folios
+/// in batches at the end of their processing, `mem_cgroup_uncharge_folios`,
+/// so until then they still count against the memcg's limits).
 fn shrink_lru(
     mm: &Mm,
     files: &[Rc<dyn LruFile>],
     nr_to_scan: u64,
     nr_to_reclaim: u64,
     kswapd: bool,
+    mut uncharge_later: Option<&mut Vec<(u64, u64)>>,
 ) -> ScanStat {
     let mut st = ScanStat::default();
     let want = nr_to_reclaim.min(nr_to_scan);
@@ -119,7 +126,11 @@ fn shrink_lru(
             st.reclaimed += (-d.cached) as u64;
             account_delta(mm, f.lru_wb().as_ref(), &d);
             // mem_cgroup_uncharge of the freed folios.
-            mm.memcgs().uncharge(f.memcg_id(), (-d.cached) as u64);
+            let pages = (-d.cached) as u64;
+            match uncharge_later.as_deref_mut() {
+                Some(v) => v.push((f.memcg_id(), pages)),
+                None => mm.memcgs().uncharge(f.memcg_id(), pages),
+            }
         }
     }
     st.taken = st.reclaimed;
@@ -215,7 +226,7 @@ async fn balance_pgdat(mm: &Rc<Mm>) {
         let lru = lru_pages(mm);
         let nr_to_scan = (lru >> priority).max(SWAP_CLUSTER_MAX);
         let nr_to_reclaim = wm.high.max(SWAP_CLUSTER_MAX);
-        let st = shrink_lru(mm, &files, nr_to_scan, nr_to_reclaim, true);
+        let st = shrink_lru(mm, &files, nr_to_scan, nr_to_reclaim, true, None);
         account_scan(mm, &st, true);
         charge_cpu(mm, &*src, &st).await;
         if st.unqueued_dirty > 0 && st.unqueued_dirty == st.taken {
@@ -273,7 +284,14 @@ pub async fn try_to_free_pages(mm: &Rc<Mm>, nr: u64) -> u64 {
         let files = sorted_files(&*src);
         let lru = lru_pages(mm);
         let nr_to_scan = (lru >> priority).max(SWAP_CLUSTER_MAX.min(lru));
-        let st = shrink_lru(mm, &files, nr_to_scan, nr_to_reclaim - reclaimed, false);
+        let st = shrink_lru(
+            mm,
+            &files,
+            nr_to_scan,
+            nr_to_reclaim - reclaimed,
+            false,
+            None,
+        );
         account_scan(mm, &st, false);
         charge_cpu(mm, &*src, &st).await;
         reclaimed += st.reclaimed;
@@ -335,7 +353,15 @@ pub async fn try_to_free_mem_cgroup_pages(mm: &Rc<Mm>, memcg_id: u64, nr: u64) -
         if files.is_empty() {
             break;
         }
-        let st = shrink_lru(mm, &files, nr_to_scan, nr_to_reclaim - reclaimed, false);
+        let mut freed = Vec::new();
+        let st = shrink_lru(
+            mm,
+            &files,
+            nr_to_scan,
+            nr_to_reclaim - reclaimed,
+            false,
+            Some(&mut freed),
+        );
         if let Some(m) = &memcg {
             m.update_events(|e| {
                 e.pgscan += st.taken;
@@ -343,6 +369,11 @@ pub async fn try_to_free_mem_cgroup_pages(mm: &Rc<Mm>, memcg_id: u64, nr: u64) -
             });
         }
         charge_cpu_lruvec(mm, mc, &*src, &st).await;
+        // The pass's folios are uncharged once processed: meanwhile other
+        // chargers still see them against the limits (and reclaim too).
+        for (id, pages) in freed {
+            mm.memcgs().uncharge(id, pages);
+        }
         reclaimed += st.reclaimed;
         if st.unqueued_dirty > 0 && st.unqueued_dirty == st.taken {
             wake_flushers(mm, &*src);
