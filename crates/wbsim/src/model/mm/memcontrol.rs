@@ -122,6 +122,16 @@ fn mem_find_max_overage(mm: &Mm, memcg: &Rc<MemCgroup>) -> u64 {
         .unwrap_or(0)
 }
 
+/// The CPU whose charge stock a charge to `memcg` uses: the current task's
+/// (None outside a task, before it first ran, and for the root memcg,
+/// which the kernel does not charge).
+fn stock_cpu(mm: &Mm, memcg: &MemCgroup) -> Option<usize> {
+    mm.kernel().sim().current()?;
+    (memcg.id != ROOT_MEM_CGROUP_ID)
+        .then(|| mm.kernel().sched().current_cpu())
+        .flatten()
+}
+
 /// `try_charge_memcg()` of `nr_pages` new page-cache pages to `memcg` by the
 /// current task. A charge of at most `MEMCG_CHARGE_BATCH` pages is served
 /// from the CPU's stock of that memcg when it holds enough
@@ -153,10 +163,7 @@ pub async fn mem_cgroup_try_charge(
     may_block: bool,
 ) -> Result<u64, IoError> {
     let task = mm.kernel().sim().current();
-    // The CPU's stock (a task context on a CPU, a non-root memcg).
-    let cpu = task
-        .and_then(|_| mm.kernel().sched().current_cpu())
-        .filter(|_| memcg.id != ROOT_MEM_CGROUP_ID);
+    let cpu = stock_cpu(mm, memcg);
     if let (Some(t), Some(c)) = (task, cpu) {
         if nr_pages <= MEMCG_CHARGE_BATCH && mm.memcgs().consume_stock(c, memcg.id, nr_pages) {
             return Ok(mm.memcgs().nr_pages_over_high(t));
@@ -241,11 +248,7 @@ pub async fn mem_cgroup_charge_folios(
     may_block: bool,
 ) -> Result<u64, IoError> {
     let folio = folio_pages.max(1);
-    let task = mm.kernel().sim().current();
-    let cpu = task
-        .and_then(|_| mm.kernel().sched().current_cpu())
-        .filter(|_| memcg.id != ROOT_MEM_CGROUP_ID);
-    let (Some(t), Some(c)) = (task, cpu) else {
+    let (Some(t), Some(c)) = (mm.kernel().sim().current(), stock_cpu(mm, memcg)) else {
         return mem_cgroup_try_charge(mm, memcg, nr_pages, may_block).await;
     };
     if folio > MEMCG_CHARGE_BATCH {

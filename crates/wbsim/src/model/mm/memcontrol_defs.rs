@@ -389,16 +389,6 @@ impl MemcgTable {
         self.stock.borrow().get(&(cpu, id)).copied().unwrap_or(0)
     }
 
-    /// Pages in the stocks of memcg `id`, all CPUs.
-    pub fn stocked(&self, id: u64) -> u64 {
-        self.stock
-            .borrow()
-            .iter()
-            .filter(|((_, m), _)| *m == id)
-            .map(|(_, n)| n)
-            .sum()
-    }
-
     /// `current->memcg_nr_pages_over_high += pages` for `task`; returns the
     /// new count.
     pub fn add_nr_pages_over_high(&self, task: TaskId, pages: u64) -> u64 {

@@ -323,12 +323,20 @@ impl BtrfsRoot {
     /// mount with a cold cache (`open_ctree` reads each tree's root block;
     /// the rest is read when a search needs it).
     pub fn drop_cached_below_root(&self) {
-        let mut stack = match self.node().body() {
-            EbBody::Node(p) => p.into_iter().map(|(_, c)| c).collect(),
-            EbBody::Leaf(_) => Vec::new(),
-        };
+        let root = self.node();
+        self.for_each_block(|b| {
+            if !Rc::ptr_eq(b, &root) {
+                b.set_cache(EbCache::OnDisk);
+            }
+        });
+    }
+
+    /// Calls `f` on every block of the current tree, walking without locks
+    /// (observation and setup, not kernel code).
+    fn for_each_block(&self, mut f: impl FnMut(&Rc<ExtentBuffer>)) {
+        let mut stack = vec![self.node()];
         while let Some(b) = stack.pop() {
-            b.set_cache(EbCache::OnDisk);
+            f(&b);
             if let EbBody::Node(p) = b.body() {
                 stack.extend(p.into_iter().map(|(_, c)| c));
             }
@@ -348,13 +356,7 @@ impl BtrfsRoot {
     /// Blocks per level, leaves first, walking the tree without locks.
     pub fn blocks_per_level(&self) -> Vec<usize> {
         let mut out = vec![0; self.level() as usize + 1];
-        let mut stack = vec![self.node()];
-        while let Some(b) = stack.pop() {
-            out[b.level() as usize] += 1;
-            if let EbBody::Node(p) = b.body() {
-                stack.extend(p.into_iter().map(|(_, c)| c));
-            }
-        }
+        self.for_each_block(|b| out[b.level() as usize] += 1);
         out
     }
 
@@ -363,15 +365,11 @@ impl BtrfsRoot {
     /// into `out`; every class of the tree gets an entry. Walks the tree
     /// without locks (an observation, not kernel code).
     pub fn blocked_per_class(&self, out: &mut std::collections::BTreeMap<String, u64>) {
-        let mut stack = vec![self.node()];
-        while let Some(b) = stack.pop() {
+        self.for_each_block(|b| {
             let l = b.lock();
             *out.entry(l.class().name().to_string()).or_insert(0) +=
                 (l.nr_waiters() + l.nr_spinners()) as u64;
-            if let EbBody::Node(p) = b.body() {
-                stack.extend(p.into_iter().map(|(_, c)| c));
-            }
-        }
+        });
     }
 
     /// The leaf holding `key`, walking without locks (tests, layout checks).

@@ -46,7 +46,7 @@ use crate::model::kernel::sched::Sched;
 use crate::model::kernel::wait::WaitQueue;
 use crate::model::mm::backing_dev::Wb;
 use crate::model::mm::filemap::AddressSpace;
-use crate::model::mm::memcontrol::mem_cgroup_try_charge;
+use crate::model::mm::memcontrol::{mem_cgroup_try_charge, mem_cgroup_uncharge_freed};
 use crate::model::mm::mmzone::LruFile;
 use crate::model::mm::page_alloc::alloc_pages;
 use crate::model::mm::page_writeback::account_delta;
@@ -510,9 +510,7 @@ impl BtreeInode {
         self.cached.borrow_mut().remove(&f.start);
         let d = f.mapping.borrow_mut().truncate_all();
         account_delta(&self.mm, None, &d);
-        if d.cached < 0 {
-            self.mm.memcgs().uncharge(f.memcg, (-d.cached) as u64);
-        }
+        mem_cgroup_uncharge_freed(&self.mm, f.memcg, d.cached);
     }
 
     /// `read_extent_buffer_pages()` and the wait for it: if `reader` (this
