@@ -29,6 +29,11 @@ fn profile(bw: u64, lat_ns: u64, queue_depth: u32, parallelism: u32, max: u64) -
         driver_cpu_ns: 0,
         latency_cv_pct: 0,
         cmd_ns: 0,
+        max_segments: 0,
+        max_segment_bytes: 0,
+        read_seg_ns: 0,
+        write_seg_ns: 0,
+        ring_slots: 0,
         stable_writes: false,
         // Writeback throttling off: these tests check the device alone
         // (the wbt tests below turn it on).
@@ -721,4 +726,101 @@ fn a_write_only_load_scales_the_wbt_depth_up() {
     assert!(w.scale_ups >= 3, "{w:?}");
     let st = dev.stats();
     assert!(st.max_in_flight > 4 && st.max_in_flight <= 24, "{st:?}");
+}
+
+/// A virtio-like profile: 128 segments of at most 64 KiB per request, a
+/// ring of 256 descriptors, 1 us of command processing per segment.
+fn sg_profile() -> DeviceProfile {
+    DeviceProfile {
+        max_segments: 128,
+        max_segment_bytes: 64 * KIB,
+        write_seg_ns: USEC,
+        read_seg_ns: USEC,
+        ring_slots: 256,
+        ..profile(1000 * MIB, 100 * USEC, 128, 32, 1280 * KIB)
+    }
+}
+
+/// Time for `n` writes of `len` bytes made of runs of `seg` bytes, all
+/// submitted at once; and the device's request count.
+fn burst(n: u64, len: u64, seg: u64) -> (u64, u64) {
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(&sim, "d", sg_profile());
+    let done = Rc::new(Cell::new(0u64));
+    for i in 0..n {
+        let (d, s, done) = (dev.clone(), sim.clone(), done.clone());
+        sim.spawn(format!("w{i}"), async move {
+            d.submit_bio_wait(Bio::write(i * 16 * MIB, len).with_seg_bytes(seg))
+                .await;
+            done.set(done.get().max(s.now()));
+        });
+    }
+    sim.run().unwrap();
+    (done.get(), dev.stats().writes)
+}
+
+#[test]
+fn a_bio_of_single_pages_is_split_at_max_segments() {
+    // 1 MiB of 4 KiB pages is 256 segments: two requests of 128.
+    let (_, reqs) = burst(1, MIB, 4 * KIB);
+    assert_eq!(reqs, 2);
+    // 1 MiB of 64 KiB folios is 16 segments: one request.
+    let (_, reqs) = burst(1, MIB, 64 * KIB);
+    assert_eq!(reqs, 1);
+    // A 2 MiB folio still counts as 64 KiB segments (max_segment_size):
+    // 1280 KiB (max_sectors) is 20 of them.
+    let (_, reqs) = burst(1, 2 * MIB, 2 * MIB);
+    assert_eq!(reqs, 2);
+}
+
+#[test]
+fn requests_of_many_segments_are_serialised_by_the_descriptor_ring() {
+    // 16 requests of 128 segments: 130 descriptors each, so one at a time
+    // on a 256-descriptor ring: each pays its whole latency in turn.
+    let (t_pages, reqs) = burst(8, MIB, 4 * KIB);
+    assert_eq!(reqs, 16);
+    // Per request: 128 us of segments + 100 us latency + 512 us transfer.
+    assert_eq!(
+        t_pages,
+        16 * (128 * USEC + 100 * USEC + MIB / 2 * 1_000_000_000 / (1000 * MIB))
+    );
+    // 8 requests of 16 segments (64 KiB folios) fit the ring together:
+    // latencies overlap and the pipe runs back to back.
+    let (t_folios, reqs) = burst(8, MIB, 64 * KIB);
+    assert_eq!(reqs, 8);
+    assert!(t_folios < t_pages * 3 / 4, "{t_folios} vs {t_pages}");
+    // Without the ring the page-made requests overlap too.
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(
+        &sim,
+        "d",
+        DeviceProfile {
+            ring_slots: 0,
+            ..sg_profile()
+        },
+    );
+    let d = dev.clone();
+    let s = sim.clone();
+    let h = sim.spawn("w", async move {
+        d.submit_bio_wait(Bio::write(0, 8 * MIB)).await;
+        s.now()
+    });
+    sim.run().unwrap();
+    assert!(h.result().unwrap() < t_pages * 3 / 4);
+}
+
+#[test]
+fn a_ring_that_cannot_hold_a_full_request_is_refused() {
+    let p = DeviceProfile {
+        ring_slots: 100,
+        ..sg_profile()
+    };
+    let e = p.validate().unwrap_err().to_string();
+    assert!(e.contains("ring_slots") && e.contains("130"), "{e}");
+    let p = DeviceProfile {
+        max_segments: 0,
+        ..sg_profile()
+    };
+    assert!(p.validate().is_err());
+    assert!(sg_profile().validate().is_ok());
 }

@@ -82,7 +82,19 @@ pub struct Bio {
     /// Length, bytes (`bi_iter.bi_size`); 0 for a flush.
     pub len_bytes: u64,
     pub flags: BioFlags,
+    /// Size of the physically contiguous runs of memory the bio's pages
+    /// are, bytes: what its bio_vecs become as scatter-gather segments
+    /// (`bio_split_rw_at()` counts them against `max_segments`, a driver
+    /// maps one descriptor per segment). [`BIO_SEG_BYTES_DEFAULT`] (one
+    /// page) for memory that is not known to be contiguous: O_DIRECT user
+    /// buffers, small folios, vmalloc'd buffers; a folio's size for a bio of
+    /// large folios ([`Bio::with_seg_bytes`]).
+    pub seg_bytes: u64,
 }
+
+/// A page: the segment size of a bio whose pages are not physically
+/// contiguous with each other (`PAGE_SIZE`).
+pub const BIO_SEG_BYTES_DEFAULT: u64 = 4096;
 
 impl Bio {
     /// A plain read.
@@ -92,6 +104,7 @@ impl Bio {
             offset_bytes,
             len_bytes,
             flags: BioFlags::default(),
+            seg_bytes: BIO_SEG_BYTES_DEFAULT,
         }
     }
 
@@ -102,6 +115,7 @@ impl Bio {
             offset_bytes,
             len_bytes,
             flags: BioFlags::default(),
+            seg_bytes: BIO_SEG_BYTES_DEFAULT,
         }
     }
 
@@ -115,12 +129,21 @@ impl Bio {
                 preflush: true,
                 ..BioFlags::default()
             },
+            seg_bytes: BIO_SEG_BYTES_DEFAULT,
         }
     }
 
     /// The same bio with these flags.
     pub fn with_flags(mut self, flags: BioFlags) -> Self {
         self.flags = flags;
+        self
+    }
+
+    /// The same bio made of physically contiguous runs of `seg_bytes`
+    /// (e.g. the average folio size of the folios it carries; at least a
+    /// sector).
+    pub fn with_seg_bytes(mut self, seg_bytes: u64) -> Self {
+        self.seg_bytes = seg_bytes.max(SECTOR_BYTES);
         self
     }
 

@@ -4,7 +4,8 @@
 //!
 //! Models (see the `block` module docs for the service model):
 //! - `submit_bio()` / `blk_mq_submit_bio()` (`block/blk-core.c`,
-//!   `block/blk-mq.c`): split to `max_sectors` (`bio_split_to_limits()`,
+//!   `block/blk-mq.c`): split to `max_sectors` and `max_segments`
+//!   (`bio_split_to_limits()` -> `bio_split_rw_at()`,
 //!   `block/blk-merge.c`), try a back merge (`blk_attempt_plug_merge()` /
 //!   `blk_mq_sched_try_merge()` -> `bio_attempt_back_merge()`), else allocate
 //!   a request, sleeping in `blk_mq_get_tag()` while every tag is in use.
@@ -22,7 +23,13 @@
 //!   exclusive open (a second mount, mkfs, reconfiguring a loop device)
 //!   gets EBUSY until the holder releases it.
 //!
-//! Simplified or left out: one hardware queue and no software queues; no I/O
+//! - `virtio_queue_rq()` (`drivers/block/virtio_blk.c`): a request takes
+//!   one ring descriptor per segment plus two; when they do not fit the
+//!   queue stops until a completion frees some ([`DeviceProfile::ring_slots`]).
+//!
+//! Simplified or left out: segments are counted from the bio's average run
+//! size (physically adjacent runs of different folios are never merged into
+//! one segment); one hardware queue and no software queues; no I/O
 //! scheduler (merges are back merges only, onto requests not yet sent to the
 //! device); no plugging as such; no requeue, errors, timeouts or polling. A
 //! flush waits for every write submitted before it (not only completed ones)
@@ -79,6 +86,10 @@ struct Request {
     flags: BioFlags,
     offset: u64,
     len: u64,
+    /// Scatter-gather segments ([`DeviceProfile::segments`] of each bio).
+    segs: u64,
+    /// Ring descriptors it holds while on the device (segments + 2), or 0.
+    ring: u32,
     /// Creation time (first bio's submission), ns.
     start_ns: Time,
     state: RqState,
@@ -107,6 +118,17 @@ impl Request {
     }
 }
 
+/// One piece of a split bio: what becomes (or merges into) one request.
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    /// Start on the device, bytes.
+    off: u64,
+    /// Length, bytes.
+    len: u64,
+    /// Scatter-gather segments.
+    segs: u64,
+}
+
 /// A flush waiting for the writes before it.
 struct PendingFlush {
     /// Waits for every write with a smaller sequence number.
@@ -124,6 +146,9 @@ struct State {
     dispatch: VecDeque<u64>,
     /// Requests in their latency phase.
     in_latency: u32,
+    /// Ring descriptors held by requests on the device
+    /// ([`DeviceProfile::ring_slots`]).
+    ring_used: u32,
     /// When the media pipe is next free, ns.
     pipe_free: Time,
     /// When the controller's command processor is next free, ns
@@ -243,6 +268,7 @@ impl BlockDevice {
                 tag_wait: VecDeque::new(),
                 dispatch: VecDeque::new(),
                 in_latency: 0,
+                ring_used: 0,
                 pipe_free: 0,
                 cmd_free: 0,
                 next_write_seq: 0,
@@ -353,7 +379,7 @@ impl BlockDevice {
         let Some((bio, pieces, end)) = self.prepare_bio(bio, end_io) else {
             return;
         };
-        for (i, (off, len)) in pieces.into_iter().enumerate() {
+        for (i, piece) in pieces.into_iter().enumerate() {
             let flags = BioFlags {
                 preflush: bio.flags.preflush && i == 0,
                 ..bio.flags
@@ -361,7 +387,7 @@ impl BlockDevice {
             {
                 let mut st = self.0.st.borrow_mut();
                 account(&mut st, self.0.sim.now());
-                if self.try_back_merge(&mut st, bio.op, flags, off, len, &end) {
+                if self.try_back_merge(&mut st, bio.op, flags, piece, &end) {
                     continue;
                 }
             }
@@ -369,7 +395,7 @@ impl BlockDevice {
             let wait = {
                 let mut st = self.0.st.borrow_mut();
                 account(&mut st, self.0.sim.now());
-                let w = self.new_request(&mut st, bio.op, flags, off, len, &end, true);
+                let w = self.new_request(&mut st, bio.op, flags, piece, &end, true);
                 self.run_dispatch(&mut st);
                 w
             };
@@ -503,15 +529,15 @@ impl BlockDevice {
         let mut st = inner.st.borrow_mut();
         account(&mut st, inner.sim.now());
         let mut waits = Vec::new();
-        for (i, (off, len)) in pieces.into_iter().enumerate() {
+        for (i, piece) in pieces.into_iter().enumerate() {
             let flags = BioFlags {
                 preflush: bio.flags.preflush && i == 0,
                 ..bio.flags
             };
-            if self.try_back_merge(&mut st, bio.op, flags, off, len, &end) {
+            if self.try_back_merge(&mut st, bio.op, flags, piece, &end) {
                 continue;
             }
-            if let Some(id) = self.new_request(&mut st, bio.op, flags, off, len, &end, false) {
+            if let Some(id) = self.new_request(&mut st, bio.op, flags, piece, &end, false) {
                 waits.push(id);
             }
         }
@@ -521,11 +547,12 @@ impl BlockDevice {
 
     /// `submit_bio_noacct()` and `bio_split_to_limits()`: normalises the
     /// flags for the device, splits into pieces of at most
-    /// `max_request_bytes`, and makes the completion the pieces share. None
-    /// when the bio completes at once (a flush to a device without a write
-    /// cache).
+    /// `max_request_bytes` and `max_segments` segments, and makes the
+    /// completion the pieces share. Each piece is (offset, length,
+    /// segments). None when the bio completes at once (a flush to a device
+    /// without a write cache).
     #[allow(clippy::type_complexity)]
-    fn prepare_bio(&self, bio: Bio, end_io: EndIo) -> Option<(Bio, Vec<(u64, u64)>, Rc<BioEnd>)> {
+    fn prepare_bio(&self, bio: Bio, end_io: EndIo) -> Option<(Bio, Vec<Piece>, Rc<BioEnd>)> {
         let inner = &*self.0;
         let p = &inner.profile;
         let mut bio = bio;
@@ -547,13 +574,19 @@ impl BlockDevice {
             bio.flags.preflush = false;
             bio.flags.fua = false;
         }
-        // bio_split_to_limits(): pieces of at most max_request_bytes.
-        let max = p.max_request_bytes;
+        // bio_split_to_limits(): pieces of at most max_request_bytes and
+        // max_segments segments.
+        let max = p.max_request_for(bio.seg_bytes);
         let mut pieces = Vec::new();
         let (mut off, mut left) = (bio.offset_bytes, bio.len_bytes);
         loop {
             let len = left.min(max);
-            pieces.push((off, len));
+            let segs = if len == 0 {
+                0
+            } else {
+                p.segments(len, bio.seg_bytes)
+            };
+            pieces.push(Piece { off, len, segs });
             off = off.saturating_add(len);
             left -= len;
             if left == 0 {
@@ -577,11 +610,11 @@ impl BlockDevice {
         st: &mut State,
         op: BioOp,
         flags: BioFlags,
-        off: u64,
-        len: u64,
+        piece: Piece,
         end: &Rc<BioEnd>,
         wbt_tracked: bool,
     ) -> Option<u64> {
+        let Piece { off, len, segs } = piece;
         let inner = &*self.0;
         let now = inner.sim.now();
         let id = st.next_rq;
@@ -599,6 +632,8 @@ impl BlockDevice {
             flags,
             offset: off,
             len,
+            segs,
+            ring: 0,
             start_ns: now,
             state: RqState::WaitTag,
             bios: vec![end.clone()],
@@ -633,10 +668,10 @@ impl BlockDevice {
         st: &mut State,
         op: BioOp,
         flags: BioFlags,
-        off: u64,
-        len: u64,
+        piece: Piece,
         end: &Rc<BioEnd>,
     ) -> bool {
+        let Piece { off, len, segs } = piece;
         if !matches!(op, BioOp::Read | BioOp::Write) || flags.fua || flags.preflush {
             return false;
         }
@@ -644,11 +679,15 @@ impl BlockDevice {
             return false;
         };
         let max = self.0.profile.max_request_bytes;
+        let max_segs = u64::from(self.0.profile.max_segments);
         let rq = st.requests.get_mut(&id).expect("hashed request exists");
-        if rq.len + len > max {
+        // ll_back_merge_fn(): the merged request must fit max_sectors and
+        // max_segments (runs of different bios are not contiguous).
+        if rq.len + len > max || (max_segs > 0 && rq.segs + segs > max_segs) {
             return false;
         }
         rq.len += len;
+        rq.segs += segs;
         rq.bios.push(end.clone());
         let (sector, new_end) = (rq.offset / SECTOR_BYTES, rq.offset + rq.len);
         st.rq_hash.remove(&(op, off));
@@ -750,15 +789,30 @@ impl BlockDevice {
     fn run_dispatch(&self, st: &mut State) {
         let inner = &*self.0;
         while st.in_latency < inner.profile.parallelism {
-            let Some(id) = st.dispatch.pop_front() else {
+            let Some(&id) = st.dispatch.front() else {
                 break;
             };
+            // A ring without room for the next request's descriptors stops
+            // the queue until a completion frees some (in order: the head
+            // is not passed).
+            let ring = if inner.profile.ring_slots > 0 {
+                let need = u32::try_from(st.requests[&id].segs + 2).unwrap_or(u32::MAX);
+                if st.ring_used.saturating_add(need) > inner.profile.ring_slots {
+                    break;
+                }
+                need
+            } else {
+                0
+            };
+            st.dispatch.pop_front();
+            st.ring_used += ring;
             st.in_latency += 1;
             let now = inner.sim.now();
             let rq = st.requests.get_mut(&id).expect("request exists");
             rq.state = RqState::Latency;
             rq.issue_ns = now;
-            let (op, flags, offset, len) = (rq.op, rq.flags, rq.offset, rq.len);
+            rq.ring = ring;
+            let (op, flags, offset, len, segs) = (rq.op, rq.flags, rq.offset, rq.len, rq.segs);
             if op == BioOp::Read {
                 if let Some(w) = inner.wbt.borrow_mut().as_mut() {
                     w.read_issued(id, now);
@@ -783,7 +837,8 @@ impl BlockDevice {
             };
             // The command processor takes commands one at a time; the
             // latency phase (parallel) starts when it is done with this one.
-            let cmd_done = st.cmd_free.max(now) + inner.profile.cmd_ns;
+            let cmd_done =
+                st.cmd_free.max(now) + inner.profile.cmd_time_ns(op == BioOp::Write, segs);
             st.cmd_free = cmd_done;
             let lat = (cmd_done - now) + inner.service.borrow_mut().draw(mean);
             if let Some(drv) = inner.driver.borrow_mut().as_mut() {
@@ -893,6 +948,7 @@ impl BlockDevice {
         let now = inner.sim.now();
         let rq = st.requests.remove(&id).expect("request exists");
         st.tags_in_use -= 1;
+        st.ring_used -= rq.ring;
         if rq.accounted {
             st.stats.in_flight -= 1;
             let t = now - rq.start_ns;

@@ -13,17 +13,26 @@
 //!
 //! # Service model
 //!
-//! A bio is split into requests of at most `max_request_bytes`. Each request
+//! A bio is split into requests of at most `max_request_bytes` and
+//! `max_segments` scatter-gather segments (a bio's segments are its
+//! physically contiguous runs of memory, `Bio::seg_bytes`: a page each for
+//! O_DIRECT user buffers and small folios, a folio each for large folios,
+//! at most `max_segment_bytes` each). Each request
 //! needs one of `queue_depth` tags for its whole life; a submitter with no tag
 //! sleeps (FIFO) until one is freed, as in `blk_mq_get_tag()`. A bio that
 //! starts where a same-direction request still in the queue ends (waiting for
 //! a tag or for a device slot) is merged into it, up to `max_request_bytes`.
 //!
 //! A request with a tag is sent to the device (in order) once fewer than
-//! `parallelism` requests are in their **latency phase**. A device with a
+//! `parallelism` requests are in their **latency phase** and, on a device
+//! with a descriptor ring (`ring_slots` > 0: a virtqueue without indirect
+//! descriptors), once the ring has room for its segments plus two; it holds
+//! them until it completes, so requests of many segments go one or a few at
+//! a time. A device with a
 //! single command processor (`cmd_ns` > 0: an emulated controller's one
 //! emulation thread) first passes each command through it, one at a time,
-//! `cmd_ns` each; the latency phase follows. That phase lasts
+//! `cmd_ns` plus `read_seg_ns` / `write_seg_ns` per segment each; the
+//! latency phase follows. That phase lasts
 //! `read_latency_ns` or `write_latency_ns` on average and overlaps with other
 //! requests' (media access in parallel channels). With `latency_cv_pct` > 0
 //! each request's latency is drawn from a gamma distribution of that mean
@@ -63,7 +72,7 @@ mod profile;
 mod stats;
 mod wbt;
 
-pub use bio::{rwbs, Bio, BioFlags, BioOp, SECTOR_BYTES};
+pub use bio::{rwbs, Bio, BioFlags, BioOp, BIO_SEG_BYTES_DEFAULT, SECTOR_BYTES};
 pub use device::{BlockDevice, EndIo};
 pub use profile::{DeviceProfile, ProfileError};
 pub use stats::{DeviceStats, IntervalStats};

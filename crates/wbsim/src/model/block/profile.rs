@@ -36,6 +36,12 @@ const MB: u64 = 1_000_000;
 /// machine) is left out: a gamma with this CV stands for the body only.
 pub const EMULATED_LATENCY_CV_PCT: u32 = 20;
 
+/// The loop driver's `max_segments`: 128 (`/sys/block/loopN/queue`, read
+/// on this project's machine on 2026-11-28, as is its `max_segment_size`
+/// of 64 KiB: the block layer's defaults, `BLK_MAX_SEGMENTS` and
+/// `BLK_MAX_SEGMENT_SIZE`, which the loop driver does not change).
+const LOOP_MAX_SEGMENTS: u32 = 128;
+
 /// Largest accepted [`DeviceProfile::latency_cv_pct`]: 1000 (a standard
 /// deviation ten times the mean; beyond that a gamma's mass sits at zero).
 pub const MAX_LATENCY_CV_PCT: u32 = 1000;
@@ -100,6 +106,37 @@ pub struct DeviceProfile {
     /// stage.
     #[serde(default)]
     pub cmd_ns: u64,
+    /// Scatter-gather segments a request may have (`queue/max_segments`):
+    /// `bio_split_rw_at()` ends a request where one more segment would
+    /// exceed it, and `ll_back_merge_fn()` refuses a merge that would. A
+    /// bio's segments are its physically contiguous runs
+    /// ([`super::Bio::seg_bytes`]), each at most `max_segment_bytes`. 0 (the
+    /// default): no limit.
+    #[serde(default)]
+    pub max_segments: u32,
+    /// Largest segment, bytes (`queue/max_segment_size`): a longer
+    /// contiguous run counts as several segments. 0 (the default): no
+    /// limit.
+    #[serde(default)]
+    pub max_segment_bytes: u64,
+    /// Command-processor time per segment of a read, ns, on top of `cmd_ns`
+    /// (an emulator maps and copies each descriptor's buffer on its own).
+    /// 0 (the default): segments cost nothing.
+    #[serde(default)]
+    pub read_seg_ns: u64,
+    /// Command-processor time per segment of a write, ns (as
+    /// `read_seg_ns`).
+    #[serde(default)]
+    pub write_seg_ns: u64,
+    /// Descriptors in the device's ring (a virtqueue without indirect
+    /// descriptors): a request holds one per segment plus two (virtio-blk's
+    /// header and status) from dispatch to completion, and the driver stops
+    /// dispatching while the next request does not fit (`virtio_queue_rq()`
+    /// gets -ENOSPC and stops the hardware queue until a completion frees
+    /// descriptors). So few requests of many segments can be in flight at
+    /// once. 0 (the default): no ring limit (indirect descriptors, NVMe).
+    #[serde(default)]
+    pub ring_slots: u32,
     /// The device needs stable pages while they are written
     /// (`BLK_FEAT_STABLE_WRITES`: integrity protection with checksums
     /// computed over the data, as T10 PI or dm-integrity devices set):
@@ -209,6 +246,11 @@ impl DeviceProfile {
             driver_cpu_ns: 0,
             latency_cv_pct: 0,
             cmd_ns: 0,
+            max_segments: 0,
+            max_segment_bytes: 0,
+            read_seg_ns: 0,
+            write_seg_ns: 0,
+            ring_slots: 0,
             stable_writes: false,
             wbt_lat_ns: super::WBT_DEFAULT_LAT_NS,
         }
@@ -286,6 +328,11 @@ impl DeviceProfile {
             driver_cpu_ns: 0,
             latency_cv_pct: EMULATED_LATENCY_CV_PCT,
             cmd_ns: 3_200,
+            max_segments: 0,
+            max_segment_bytes: 0,
+            read_seg_ns: 0,
+            write_seg_ns: 0,
+            ring_slots: 0,
             stable_writes: false,
             wbt_lat_ns: super::WBT_DEFAULT_LAT_NS,
         }
@@ -320,15 +367,53 @@ impl DeviceProfile {
     ///   latency phase is `write_latency_ns` = 40 us. 4 KiB random reads at
     ///   QD1: 51 us, so `read_latency_ns` = 22 us.
     /// - 1 MiB sequential writes at QD32: 2.9-3.7 GiB/s (io_uring: 4.2-4.5);
-    ///   at QD1: 281-374 us per write. `write_bw` 3700 MB/s (the pipe: 283 us
-    ///   per MiB; QD1 = 7 + 18 + 40 + 283 = 348 us). 1 MiB reads at QD32:
-    ///   1.35-1.8 GiB/s: `read_bw` 1650 MB/s.
+    ///   at QD1: 281-374 us per write. 1 MiB reads at QD32: 1.35-1.8 GiB/s.
+    ///   These are fio's malloc'd buffers: 4 KiB pages, each its own
+    ///   segment, so each 1 MiB write is two requests of 128 segments (the
+    ///   loop queue's `max_segments`), which the descriptor ring below lets
+    ///   through one at a time. They set the rate of such requests, not the
+    ///   pipe (next item).
+    ///
+    /// MEASURED again on 2026-11-28, 11:10-11:20 UTC (load 0.7, same
+    /// method, 3 s per point), with fio's buffers in 2 MiB huge pages
+    /// (`--iomem=shmhuge`: 64 KiB segments, the loop queue's
+    /// `max_segment_size`) against malloc'd ones, writes at QD32:
+    /// - 1 MiB: 7.0 GB/s in 1 MiB requests (16 segments) against 3.4 GB/s
+    ///   in 512 KiB requests (128 segments); at QD1 5.9 against 3.0 GB/s.
+    ///   256 KiB: 7.5 (4 segments) against 4.7 GB/s (64). 64 KiB: 4.3-4.9
+    ///   either way. 1 MiB reads: 3.9 GB/s (16 segments) against 1.3 (128);
+    ///   64 KiB reads: 2.6 (1) against 1.4 (16).
+    /// - The guest's virtio disk (`vda`) has `max_segments` 254: its ring
+    ///   has 256 descriptors and no indirect descriptors (virtio-blk then
+    ///   sets `max_segments` to the ring size less 2, the request's header
+    ///   and status), so a request of 128 segments (130 descriptors) is
+    ///   alone on the ring, one of 64 shares it with two others, one of 16
+    ///   with thirteen: `ring_slots` 256.
+    /// - `write_bw` 7000 MB/s (the huge-page 1 MiB rate; a 2000 MiB run
+    ///   gave 7.1 GB/s), `read_bw` 3900 MB/s (the same for reads).
+    /// - Per segment on the command path, from pairs with the same bytes
+    ///   and different segments: 256 KiB writes of 64 against 4 segments
+    ///   differ by 20.5 us per request, `write_seg_ns` = 0.3 us; 64 KiB reads
+    ///   of 16 segments take 46 us per request against `cmd_ns` 18 us,
+    ///   `read_seg_ns` = 1.8 us (which also gives the 410 us per 512 KiB
+    ///   malloc read: 18 + 128 x 1.8 + 22 + 134).
+    /// - The model then gives the malloc'd 1 MiB writes at QD32 3.1 GB/s
+    ///   (measured 3.4 here, 2.9-3.7 GiB/s at 03:10) and the huge-page ones
+    ///   7.0 GB/s. Writeback of large folios (XFS, and ext4 since 6.16)
+    ///   makes requests of few segments and gets the fast path: the 64 MiB
+    ///   left dirty on xfs by the umount probe is written in 12-16 ms of
+    ///   device time here (62 requests), 11-12 ms in docs/probe/umount.json.
+    ///   This machine's host served 4 KiB writes at 130K IOPS at 11:10
+    ///   (7.6 us each) against 55K at 03:10: the host varies; `cmd_ns`,
+    ///   the latencies and the driver cost keep the 03:10 figures.
     /// - A flush (`fdatasync` of the block device after each 4 KiB write,
     ///   fio `--fdatasync=1`): 88-104 us, so `flush_latency_ns` = 95 us;
     ///   loop has no native FUA (the block layer turns it into a post-flush),
     ///   so `fua_latency_ns` is the same.
     ///
-    /// Until 2026-11-28 this profile took its write bandwidth from buffered
+    /// Until 2026-11-28 11:00 the pipe was 3700 / 1650 MB/s (the malloc'd
+    /// rates above) for every request. Before that, this profile took its
+    /// write bandwidth from buffered
     /// writers (2800 MB/s, which includes the page cache's cost), guessed
     /// 150-200 us latencies, calibrated a 21 us per-request driver CPU on one
     /// dontcache job and 150 us flushes on the umount calls; the direct
@@ -338,8 +423,8 @@ impl DeviceProfile {
     pub fn loop_virtio() -> Self {
         DeviceProfile {
             name: "loop-virtio".into(),
-            read_bw_bytes_per_sec: 1650 * MB,
-            write_bw_bytes_per_sec: 3700 * MB,
+            read_bw_bytes_per_sec: 3900 * MB,
+            write_bw_bytes_per_sec: 7000 * MB,
             read_latency_ns: 22 * USEC,
             write_latency_ns: 40 * USEC,
             queue_depth: 128,
@@ -352,6 +437,11 @@ impl DeviceProfile {
             driver_cpu_ns: 7 * USEC,
             latency_cv_pct: EMULATED_LATENCY_CV_PCT,
             cmd_ns: 18 * USEC,
+            max_segments: LOOP_MAX_SEGMENTS,
+            max_segment_bytes: 64 * KIB,
+            read_seg_ns: 1_800,
+            write_seg_ns: 300,
+            ring_slots: 256,
             stable_writes: false,
             wbt_lat_ns: super::WBT_DEFAULT_LAT_NS,
         }
@@ -388,6 +478,11 @@ impl DeviceProfile {
             driver_cpu_ns: 0,
             latency_cv_pct: 0,
             cmd_ns: 0,
+            max_segments: 0,
+            max_segment_bytes: 0,
+            read_seg_ns: 0,
+            write_seg_ns: 0,
+            ring_slots: 0,
             stable_writes: false,
             wbt_lat_ns: 0,
         }
@@ -422,6 +517,28 @@ impl DeviceProfile {
         if self.rotational {
             return Err(ProfileError::Rotational(self.name.clone()));
         }
+        if self.ring_slots > 0 {
+            // A request needs its segments plus two descriptors: without a
+            // segment limit, or with one the ring cannot hold, a request
+            // could never be dispatched.
+            let (field, min, value) = if self.max_segments == 0 {
+                ("max_segments (with ring_slots)", 1, 0)
+            } else {
+                (
+                    "ring_slots",
+                    u64::from(self.max_segments) + 2,
+                    u64::from(self.ring_slots),
+                )
+            };
+            if value < min {
+                return Err(ProfileError::TooSmall {
+                    name: self.name.clone(),
+                    field,
+                    min,
+                    value,
+                });
+            }
+        }
         if self.latency_cv_pct > MAX_LATENCY_CV_PCT {
             return Err(ProfileError::TooLarge {
                 name: self.name.clone(),
@@ -431,6 +548,44 @@ impl DeviceProfile {
             });
         }
         Ok(())
+    }
+
+    /// The segment size a bio of contiguous runs of `seg_bytes` has on this
+    /// device: the run, at most `max_segment_bytes`, at least a sector.
+    pub fn segment_bytes(&self, seg_bytes: u64) -> u64 {
+        let s = if self.max_segment_bytes > 0 {
+            seg_bytes.min(self.max_segment_bytes)
+        } else {
+            seg_bytes
+        };
+        s.max(512)
+    }
+
+    /// The largest request of segments of `seg_bytes` (see
+    /// [`DeviceProfile::segment_bytes`]): `max_request_bytes`, or fewer
+    /// when `max_segments` binds first (in whole sectors).
+    pub fn max_request_for(&self, seg_bytes: u64) -> u64 {
+        if self.max_segments == 0 {
+            return self.max_request_bytes;
+        }
+        let by_segs = u64::from(self.max_segments) * self.segment_bytes(seg_bytes);
+        self.max_request_bytes.min(by_segs / 512 * 512).max(512)
+    }
+
+    /// Segments of a request of `len` bytes made of runs of `seg_bytes`.
+    pub fn segments(&self, len: u64, seg_bytes: u64) -> u64 {
+        len.div_ceil(self.segment_bytes(seg_bytes)).max(1)
+    }
+
+    /// The command processor's time for a request of `segs` segments:
+    /// `cmd_ns` plus the per-segment cost of its direction, ns.
+    pub fn cmd_time_ns(&self, write: bool, segs: u64) -> u64 {
+        let per = if write {
+            self.write_seg_ns
+        } else {
+            self.read_seg_ns
+        };
+        self.cmd_ns.saturating_add(per.saturating_mul(segs))
     }
 
     /// Time to move `bytes` through the media pipe in the given direction at

@@ -633,10 +633,12 @@ async fn read_pages(
     match &f.sb.device {
         Some(dev) => {
             let (wm, wsb) = (Rc::downgrade(m), Rc::downgrade(&f.sb));
+            let seg = f.inode.mapping.borrow().avg_folio_pages(start, end) * PAGE_SIZE;
             let bio = Bio::read(
                 f.inode.disk_base + start * PAGE_SIZE,
                 (end - start) * PAGE_SIZE,
-            );
+            )
+            .with_seg_bytes(seg);
             dev.submit_bio(
                 bio,
                 Box::new(move || match (wm.upgrade(), wsb.upgrade()) {

@@ -158,8 +158,11 @@ async fn submit_page_range(
             }
         }
         let e = e.min(end);
-        let bio =
-            Bio::write(inode.disk_base + s * PAGE_SIZE, (e - s) * PAGE_SIZE).with_flags(flags);
+        // Each folio is physically contiguous; folios are not with each
+        // other: the bio's segments are its folios.
+        let bio = Bio::write(inode.disk_base + s * PAGE_SIZE, (e - s) * PAGE_SIZE)
+            .with_flags(flags)
+            .with_seg_bytes((e - s) * PAGE_SIZE / folios.max(1));
         let wm = Rc::downgrade(m);
         let wsb = Rc::downgrade(sb);
         let ino = inode.clone();

@@ -381,6 +381,19 @@ impl AddressSpace {
         index + (1u64 << order)
     }
 
+    /// The average size, in pages, of the cached folios over pages
+    /// `[start, end)`: each folio is one physically contiguous run, so this
+    /// is the segment size of a bio that carries them
+    /// ([`crate::model::block::Bio::seg_bytes`]).
+    pub fn avg_folio_pages(&self, start: u64, end: u64) -> u64 {
+        let (mut at, mut folios) = (start, 0u64);
+        while at < end {
+            at = self.folio_end(at, end);
+            folios += 1;
+        }
+        end.saturating_sub(start) / folios.max(1)
+    }
+
     /// `[start, end)` widened to whole cached folios.
     fn round_out(&self, start: u64, end: u64) -> (u64, u64) {
         if start >= end {
