@@ -15,6 +15,13 @@
 //! tracepoints of [`super::tracefs::EVENTS`] are counted through a private
 //! tracefs instance, filtered to the loop device's bdi where the event
 //! carries one (`global_dirty_state` does not: it counts machine-wide).
+//! Beside the counts, each job records the throttling state the
+//! `balance_dirty_pages` and `bdi_dirty_ratelimit` events carry
+//! (`fio.<job>.trace.balance_dirty_pages.{paused,pause_ms,
+//! dirty_ratelimit_first,dirty_ratelimit_last}` and
+//! `fio.<job>.trace.bdi_dirty_ratelimit.{dirty_ratelimit,awrite_bw}_{first,last}`,
+//! means over the rounds): the bdi lives as long as the loop device, so
+//! its rate at a job's start is what earlier use left.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -134,7 +141,7 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
         for (ev, c) in counts {
             ctx.metrics.set(
                 &format!("fio.{job}.trace.{ev}"),
-                "events",
+                tracefs::key_unit(&ev),
                 c as f64 / f64::from(repeat),
             );
         }

@@ -236,7 +236,10 @@ impl Instance {
     }
 
     /// Stops tracing, drains the pipe and returns counts per event (every
-    /// enabled event present, 0 if none), plus `overrun` (events lost).
+    /// enabled event present, 0 if none), plus `overrun` (events lost) and
+    /// the throttling fields of `balance_dirty_pages` and
+    /// `bdi_dirty_ratelimit` events (keys `EVENT.FIELD`, units by
+    /// [`key_unit`]).
     pub fn finish(&self, mut cap: Capture) -> anyhow::Result<BTreeMap<String, u64>> {
         sys::write(&self.dir.join("tracing_on"), "0")?;
         cap.stop.store(true, Ordering::SeqCst);
@@ -298,9 +301,76 @@ fn count_lines(buf: &mut Vec<u8>, counts: &mut BTreeMap<String, u64>) {
     for line in String::from_utf8_lossy(buf).lines() {
         if let Some(ev) = event_name(line) {
             *counts.entry(ev.to_string()).or_insert(0) += 1;
+            fold_throttle_fields(line, counts);
         }
     }
     *buf = rest;
+}
+
+/// The value of `key=` in an event's text (`key=123`), if a number.
+fn field(text: &str, key: &str) -> Option<i64> {
+    text.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+}
+
+/// Folds the throttling state of `balance_dirty_pages` and
+/// `bdi_dirty_ratelimit` lines into `counts`, beside the event counts, so
+/// a job's live throttling can be held against the model's `bdp.*` series:
+/// - `balance_dirty_pages.paused`: events that slept (`pause` > 0), and
+///   `balance_dirty_pages.pause_ms` the sum of those pauses, ms;
+/// - `balance_dirty_pages.dirty_ratelimit_first` / `_last`, KB/s: the
+///   bdi's base rate when the job was first and last throttled (the first
+///   is the state the job started from, which the bdi's history sets);
+/// - `bdi_dirty_ratelimit.dirty_ratelimit_first` / `_last` and
+///   `bdi_dirty_ratelimit.awrite_bw_first` / `_last`, KB/s: the rate and
+///   the smoothed write bandwidth estimate at the job's first and last
+///   update.
+fn fold_throttle_fields(line: &str, counts: &mut BTreeMap<String, u64>) {
+    let Some(t) = parse_line(line) else { return };
+    let mut first_last = |name: &str, v: i64| {
+        let v = u64::try_from(v).unwrap_or(0);
+        counts
+            .entry(format!("{}.{name}_first", t.event))
+            .or_insert(v);
+        counts.insert(format!("{}.{name}_last", t.event), v);
+    };
+    match t.event {
+        "balance_dirty_pages" => {
+            if let Some(r) = field(t.text, "dirty_ratelimit") {
+                first_last("dirty_ratelimit", r);
+            }
+            if let Some(p) = field(t.text, "pause").filter(|&p| p > 0) {
+                *counts
+                    .entry("balance_dirty_pages.paused".into())
+                    .or_insert(0) += 1;
+                *counts
+                    .entry("balance_dirty_pages.pause_ms".into())
+                    .or_insert(0) += p as u64;
+            }
+        }
+        "bdi_dirty_ratelimit" => {
+            if let Some(r) = field(t.text, "dirty_ratelimit") {
+                first_last("dirty_ratelimit", r);
+            }
+            if let Some(b) = field(t.text, "awrite_bw") {
+                first_last("awrite_bw", b);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The unit of a key [`Instance::finish`] returns: `events` for an event
+/// count, else that of the folded field ([`fold_throttle_fields`]).
+pub fn key_unit(key: &str) -> &'static str {
+    if key.ends_with("_first") || key.ends_with("_last") {
+        "KB/s"
+    } else if key.ends_with(".pause_ms") {
+        "ms"
+    } else {
+        "events"
+    }
 }
 
 /// One line of the `trace` text format,
@@ -370,6 +440,31 @@ mod tests {
         count_lines(&mut buf, &mut counts);
         assert_eq!(counts.get("balance_dirty_pages"), Some(&2));
         assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn folds_the_throttling_fields() {
+        let mut counts = BTreeMap::new();
+        let mut buf = concat!(
+            "             fio-1592    [000] .N... 38331.366906: balance_dirty_pages: bdi 7:0: limit=1215200 setpoint=1057382 dirty=32302 wb_setpoint=10289 wb_dirty=8960 dirty_ratelimit=34708 task_ratelimit=34672 dirtied=256 dirtied_pause=32 paused=0 pause=28 period=28 think=0 cgroup_ino=1\n",
+            "             fio-1592    [000] .N.1. 38331.366905: bdi_dirty_ratelimit: bdi 7:0: write_bw=203216 awrite_bw=44332 dirty_rate=72 dirty_ratelimit=34708 task_ratelimit=34676 balanced_dirty_ratelimit=44332 cgroup_ino=1\n",
+            "             fio-1592    [001] ..... 38331.411680: balance_dirty_pages: bdi 7:0: limit=1214723 setpoint=1057145 dirty=72255 wb_setpoint=57333 wb_dirty=48896 dirty_ratelimit=30000 task_ratelimit=34708 dirtied=256 dirtied_pause=128 paused=0 pause=-4 period=28 think=0 cgroup_ino=1\n",
+            "             fio-1592    [000] .N.1. 38331.569420: bdi_dirty_ratelimit: bdi 7:0: write_bw=0 awrite_bw=4 dirty_rate=2228704 dirty_ratelimit=34708 task_ratelimit=34712 balanced_dirty_ratelimit=0 cgroup_ino=1\n",
+        )
+        .as_bytes()
+        .to_vec();
+        count_lines(&mut buf, &mut counts);
+        let g = |k: &str| counts.get(k).copied();
+        assert_eq!(g("balance_dirty_pages"), Some(2));
+        assert_eq!(g("balance_dirty_pages.paused"), Some(1));
+        assert_eq!(g("balance_dirty_pages.pause_ms"), Some(28));
+        assert_eq!(g("balance_dirty_pages.dirty_ratelimit_first"), Some(34708));
+        assert_eq!(g("balance_dirty_pages.dirty_ratelimit_last"), Some(30000));
+        assert_eq!(g("bdi_dirty_ratelimit.awrite_bw_first"), Some(44332));
+        assert_eq!(g("bdi_dirty_ratelimit.awrite_bw_last"), Some(4));
+        assert_eq!(key_unit("bdi_dirty_ratelimit.awrite_bw_last"), "KB/s");
+        assert_eq!(key_unit("balance_dirty_pages.pause_ms"), "ms");
+        assert_eq!(key_unit("balance_dirty_pages"), "events");
     }
 
     #[test]
