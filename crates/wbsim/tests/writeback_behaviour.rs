@@ -395,3 +395,66 @@ end_fsync=1
     );
     assert!(a < 0.4 * b, "with blk-wbt {a} ms, without {b} ms");
 }
+
+/// A throttled job reports its writers' `balance_dirty_pages` and
+/// `bdi_dirty_ratelimit` tracepoints under the names `wbsim probe
+/// buffered-write` uses for the live kernel's, so `wbsim compare` holds
+/// them side by side: events, sleeps and their total, and the rates the
+/// job started and ended with (a new bdi starts at INIT_BW, 102400 KB/s).
+#[test]
+fn a_throttled_job_reports_its_throttling_tracepoints() {
+    let r = run(r#"
+[scenario]
+name = "bdp-trace"
+duration = "20s"
+
+[machine]
+cpus = 2
+memory = "24g"
+
+[[device]]
+name = "loop0"
+profile = "loop-virtio"
+write_bw = "200m/s"
+
+[device.bdi]
+strict_limit = true
+max_bytes = "64m"
+
+[[filesystem]]
+name = "data"
+type = "xfs"
+device = "loop0"
+
+[[job]]
+filesystem = "data"
+fio = """
+[w]
+ioengine=psync
+rw=write
+bs=1m
+size=512m
+numjobs=2
+group_reporting
+"""
+"#);
+    let v = |k: &str| {
+        r.stat(&format!("fio.w.trace.{k}"), "value")
+            .unwrap_or_else(|| panic!("missing fio.w.trace.{k}"))
+    };
+    let events = v("balance_dirty_pages");
+    let paused = v("balance_dirty_pages.paused");
+    let pause_ms = v("balance_dirty_pages.pause_ms");
+    eprintln!("{events} events, {paused} sleeps, {pause_ms} ms");
+    assert!(paused > 10.0 && paused <= events, "{paused} of {events}");
+    // Each sleep is at least a jiffy and at most MAX_PAUSE (200 ms).
+    assert!(
+        pause_ms >= paused && pause_ms <= 200.0 * paused,
+        "{pause_ms} ms"
+    );
+    assert_eq!(v("balance_dirty_pages.dirty_ratelimit_first"), 102_400.0);
+    // 512 MiB through a 200 MB/s device takes seconds: the writers run
+    // rate-limit updates, which move the rate toward the device's share.
+    assert!(v("bdi_dirty_ratelimit") >= 1.0);
+    assert!(v("bdi_dirty_ratelimit.dirty_ratelimit_last") < 102_400.0);
+}

@@ -774,9 +774,22 @@ async fn run_lane(
     stats_id: usize,
     flow: Option<&FlowGroup>,
 ) {
+    let mut task = TaskDirty::default();
+    lane_loop(w, job, st, stats_id, flow, &mut task).await;
+    w.jobs.borrow_mut()[stats_id].throttle.merge(&task.trace);
+}
+
+/// [`run_lane`]'s I/O loop, with the clone's dirty-throttling state.
+async fn lane_loop(
+    w: &Rc<World>,
+    job: &FioJob,
+    st: &Rc<RefCell<CloneState>>,
+    stats_id: usize,
+    flow: Option<&FlowGroup>,
+    task: &mut TaskDirty,
+) {
     let m = &w.m;
     let sim = m.sim();
-    let mut task = TaskDirty::default();
     let fl = IoFlags {
         direct: job.direct,
         dontcache: job.uncached,
@@ -798,7 +811,7 @@ async fn run_lane(
         };
         let t0 = sim.now();
         let res = if io.write {
-            let r = vfs_write(m, &mut task, &f, io.pos, io.len, fl).await;
+            let r = vfs_write(m, task, &f, io.pos, io.len, fl).await;
             // sync=1: O_SYNC/O_DSYNC, `generic_write_sync()` ends the write
             // with a data-integrity fsync of the file.
             if r.is_ok() && job.osync {

@@ -189,6 +189,9 @@ pub struct JobStats {
     /// The files its clones opened (once each): what its per-job page and
     /// tracepoint counts are attributed by.
     pub files: Vec<File>,
+    /// The dirty-throttling tracepoints its clones fired (the sync engines'
+    /// writers; not io_uring's).
+    pub throttle: crate::model::mm::page_writeback::ThrottleTrace,
 }
 
 impl JobStats {
@@ -221,6 +224,7 @@ impl JobStats {
             machine_pages: PageFigures::default(),
             error: None,
             files: Vec::new(),
+            throttle: Default::default(),
         }
     }
 

@@ -29,6 +29,10 @@
 //! - `fio.JOB.trace.EVENT` (events): the tracepoints that name an inode
 //!   (`xfs_unwritten_convert`, `xfs_bmapi_convert_delalloc`,
 //!   `folio_lock_wait`) counted on the job's own files over the run;
+//!   `fio.JOB.trace.balance_dirty_pages[.FIELD]` and
+//!   `fio.JOB.trace.bdi_dirty_ratelimit[.FIELD]`: the throttling
+//!   tracepoints its (sync-engine) writers fired, as `wbsim probe
+//!   buffered-write` folds the live ones ([`throttle_metrics`]);
 //!   `trace.EVENT` (events): every model tracepoint, machine-wide, once;
 //! - `memcg.NAME.{usage (MiB), high_events, max_events, oom, pgsteal,
 //!   penalty_sleeps (count), penalty, psi_some, psi_full (ms)}` per memory
@@ -49,6 +53,7 @@ use crate::experiment::metrics::Metrics;
 use crate::experiment::results::{Host, Invariants, Results};
 use crate::experiment::scenario::{ResolvedVariant, Scenario};
 use crate::model::block::BlockDevice;
+use crate::model::mm::page_writeback::ThrottleTrace;
 use crate::model::mm::vmstat::PAGE_SIZE;
 use crate::workload::fio::iolog::{BATCH_LABELS, DEPTH_LABELS};
 use crate::workload::fio::output::{
@@ -153,6 +158,36 @@ pub fn results(
         .map(|j| j.name.clone())
         .collect();
     r
+}
+
+/// A job's dirty-throttling tracepoints, under the names `wbsim probe
+/// buffered-write` gives the live kernel's (`fio.JOB.trace.EVENT` and
+/// `fio.JOB.trace.EVENT.FIELD`): `balance_dirty_pages` events, those that
+/// slept (`paused`) and their pauses (`pause_ms`), the first and last
+/// `dirty_ratelimit`; `bdi_dirty_ratelimit` events (the rate-limit
+/// updates its writers ran) with the first and last `dirty_ratelimit` and
+/// `awrite_bw` (KB/s). Nothing for a job that was never throttled.
+fn throttle_metrics(metrics: &mut Metrics, p: &str, t: &ThrottleTrace) {
+    if t.bdp_events > 0 {
+        let b = format!("{p}.trace.balance_dirty_pages");
+        metrics.add(&b, "events", t.bdp_events);
+        metrics.add(&format!("{b}.paused"), "events", t.paused);
+        metrics.set(&format!("{b}.pause_ms"), "ms", t.pause_ns as f64 / 1e6);
+        if let Some(((_, first), (_, last))) = t.bdp_ratelimit {
+            metrics.set(&format!("{b}.dirty_ratelimit_first"), "KB/s", first as f64);
+            metrics.set(&format!("{b}.dirty_ratelimit_last"), "KB/s", last as f64);
+        }
+    }
+    if t.updates > 0 {
+        let b = format!("{p}.trace.bdi_dirty_ratelimit");
+        metrics.add(&b, "events", t.updates);
+        if let Some(((_, r0, a0), (_, r1, a1))) = t.update_rates {
+            metrics.set(&format!("{b}.dirty_ratelimit_first"), "KB/s", r0 as f64);
+            metrics.set(&format!("{b}.dirty_ratelimit_last"), "KB/s", r1 as f64);
+            metrics.set(&format!("{b}.awrite_bw_first"), "KB/s", a0 as f64);
+            metrics.set(&format!("{b}.awrite_bw_last"), "KB/s", a1 as f64);
+        }
+    }
 }
 
 /// Cgroup writeback and RCU: `cgwb.umount_drain` (ms), the time of every
@@ -533,6 +568,7 @@ fn job_outputs(
         for (name, n) in per_job {
             metrics.add(&format!("{p}.trace.{name}"), "events", n);
         }
+        throttle_metrics(metrics, &p, &j.throttle);
         if let Some(e) = &j.error {
             metrics.add(&format!("{p}.{e}"), "count", 1);
         }

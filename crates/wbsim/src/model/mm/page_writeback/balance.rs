@@ -14,6 +14,7 @@
 //! its slot, with no migration. The memcg domain of a cgroup wb is evaluated
 //! with the global one ([`super::pause::balance_dirty_pages_domains`]).
 
+use sim::Time;
 use std::rc::Rc;
 
 use super::bandwidth::wb_update_bandwidth;
@@ -44,6 +45,80 @@ pub struct TaskDirty {
     pub paused_ns: u64,
     /// Number of pauses taken.
     pub pauses: u64,
+    /// What this task's `balance_dirty_pages` and `bdi_dirty_ratelimit`
+    /// tracepoints carried (statistics).
+    pub trace: ThrottleTrace,
+}
+
+/// A rate seen in a tracepoint, KB/s, with when: (time, rate).
+pub type SeenRate = (Time, u64);
+/// A rate-limit update seen in a tracepoint: (time, `dirty_ratelimit`,
+/// `awrite_bw`), the rates in KB/s.
+pub type SeenUpdate = (Time, u64, u64);
+
+/// A summary of the `balance_dirty_pages` and `bdi_dirty_ratelimit`
+/// tracepoints one or more tasks fired, as `wbsim probe buffered-write`
+/// folds them from the live kernel's: event counts, the pauses slept, and
+/// the first and last rates (with when they were seen, so that summaries
+/// of several tasks merge in time order).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ThrottleTrace {
+    /// `balance_dirty_pages` events (every throttled call: those that slept
+    /// and those whose pause was too short to).
+    pub bdp_events: u64,
+    /// Of those, the ones that slept.
+    pub paused: u64,
+    /// Their pauses, ns.
+    pub pause_ns: u64,
+    /// `dirty_ratelimit` of the first and last `balance_dirty_pages` event,
+    /// KB/s, with the time of the event.
+    pub bdp_ratelimit: Option<(SeenRate, SeenRate)>,
+    /// `bdi_dirty_ratelimit` events (rate-limit updates this task ran).
+    pub updates: u64,
+    /// `dirty_ratelimit` and `awrite_bw` (KB/s) of the first and last
+    /// update, with its time.
+    pub update_rates: Option<(SeenUpdate, SeenUpdate)>,
+}
+
+impl ThrottleTrace {
+    /// Folds `other` into this summary (sums, the earlier first, the later
+    /// last).
+    pub fn merge(&mut self, other: &ThrottleTrace) {
+        self.bdp_events += other.bdp_events;
+        self.paused += other.paused;
+        self.pause_ns += other.pause_ns;
+        self.updates += other.updates;
+        self.bdp_ratelimit = merge_span(self.bdp_ratelimit, other.bdp_ratelimit, |r| r.0);
+        self.update_rates = merge_span(self.update_rates, other.update_rates, |u| u.0);
+    }
+
+    fn note_bdp(&mut self, now: Time, dirty_ratelimit_kbps: u64) {
+        self.bdp_events += 1;
+        let v = (now, dirty_ratelimit_kbps);
+        self.bdp_ratelimit = Some(self.bdp_ratelimit.map_or((v, v), |(f, _)| (f, v)));
+    }
+
+    fn note_update(&mut self, now: Time, dirty_ratelimit_kbps: u64, awrite_bw_kbps: u64) {
+        self.updates += 1;
+        let v = (now, dirty_ratelimit_kbps, awrite_bw_kbps);
+        self.update_rates = Some(self.update_rates.map_or((v, v), |(f, _)| (f, v)));
+    }
+}
+
+/// Two (first, last) spans merged: the earlier first and the later last,
+/// by the time `at` gives.
+fn merge_span<T: Copy>(
+    a: Option<(T, T)>,
+    b: Option<(T, T)>,
+    at: impl Fn(&T) -> Time,
+) -> Option<(T, T)> {
+    match (a, b) {
+        (Some((a0, a1)), Some((b0, b1))) => Some((
+            if at(&b0) < at(&a0) { b0 } else { a0 },
+            if at(&b1) > at(&a1) { b1 } else { a1 },
+        )),
+        (a, b) => a.or(b),
+    }
 }
 
 /// The bdi a wb belongs to.
@@ -267,6 +342,8 @@ pub async fn balance_dirty_pages_ratelimited(
             apply_bw_delta(&bdi, bw.tot_write_bandwidth_delta);
             if let Some(t) = &bw.ratelimit_trace {
                 mm.kernel().count_event("bdi_dirty_ratelimit");
+                task.trace
+                    .note_update(now, t.dirty_ratelimit, t.avg_write_bw);
                 mm.kernel()
                     .sim()
                     .trace("bdi_dirty_ratelimit", || format!("bdi {}: {t}", wb.name));
@@ -285,6 +362,7 @@ pub async fn balance_dirty_pages_ratelimited(
             wb.dirty_exceeded.set(x);
         }
         if let Some(t) = &step.trace {
+            task.trace.note_bdp(now, t.dirty_ratelimit);
             mm.kernel()
                 .sim()
                 .trace("balance_dirty_pages", || t.to_string());
@@ -310,6 +388,10 @@ pub async fn balance_dirty_pages_ratelimited(
                 task.st.after_pause(&p);
                 task.paused_ns += slept;
                 task.pauses += 1;
+                if slept > 0 {
+                    task.trace.paused += 1;
+                    task.trace.pause_ns += slept;
+                }
                 mm.record_pause(slept);
                 if p.stop_after {
                     return Ok(());

@@ -1000,3 +1000,32 @@ fn bdp_memcg_without_limits_behaves_as_global() {
         assert_eq!(a.dtc.pos_ratio, b.dtc.pos_ratio);
     }
 }
+
+#[test]
+fn throttle_traces_of_several_tasks_merge_in_time_order() {
+    let a = ThrottleTrace {
+        bdp_events: 3,
+        paused: 2,
+        pause_ns: 16_000_000,
+        bdp_ratelimit: Some(((10, 100), (50, 90))),
+        updates: 1,
+        update_rates: Some(((20, 100, 400), (20, 100, 400))),
+    };
+    let b = ThrottleTrace {
+        bdp_events: 2,
+        paused: 2,
+        pause_ns: 8_000_000,
+        bdp_ratelimit: Some(((5, 110), (40, 95))),
+        updates: 0,
+        update_rates: None,
+    };
+    let mut m = a;
+    m.merge(&b);
+    assert_eq!((m.bdp_events, m.paused, m.pause_ns), (5, 4, 24_000_000));
+    // The earliest first and the latest last, whichever task saw them.
+    assert_eq!(m.bdp_ratelimit, Some(((5, 110), (50, 90))));
+    assert_eq!((m.updates, m.update_rates), (1, a.update_rates));
+    let mut e = ThrottleTrace::default();
+    e.merge(&a);
+    assert_eq!(e, a);
+}
