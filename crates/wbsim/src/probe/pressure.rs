@@ -27,6 +27,13 @@
 //!   strict_limit`, `max_bytes`), so its scenario states the same limit.
 //!   What it does not limit: the clean page cache, which stays outside it.
 //!
+//! Each job also counts the writeback tracepoints of
+//! [`super::tracefs::EVENTS`] through a private tracefs instance filtered
+//! to the loop device's bdi, and records the throttling state their
+//! `balance_dirty_pages` and `bdi_dirty_ratelimit` events carry, as the
+//! buffered-write probe does (`fio.<job>.trace.*`); without tracefs the
+//! jobs run uncounted and a note says so.
+//!
 //! `--quick`: the global-limit job is left out (it needs GiBs); the bdi
 //! jobs write 64 MiB under a 16 MiB cap. `/proc/meminfo` is sampled every
 //! 50 ms (`fio.<job>.dirty_pages`, `fio.<job>.writeback_pages`). Metrics as
@@ -37,9 +44,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
+use std::collections::BTreeMap;
+
 use super::iogen::{self, WriteJob};
 use super::loopdev::{Fs, LoopDev};
 use super::meminfo::Sampler;
+use super::tracefs::{self, Instance};
 use super::{progress, Ctx};
 
 /// Write size.
@@ -56,6 +66,8 @@ const BDI_MAX: (u64, u64) = (64 << 20, 16 << 20);
 const OVER_MEM_TOTAL: (u64, u64) = (1 << 30, 64 << 20);
 /// Writer counts of the `over-mem` jobs.
 pub const WRITERS: [usize; 3] = [1, 4, 16];
+/// Per-CPU trace buffer of the tracepoint counts, KiB.
+const TRACE_BUFFER_KIB: u64 = 8192;
 
 /// `nr_dirty_threshold` (pages) from `/proc/vmstat` text.
 pub fn dirty_threshold_pages(vmstat: &str) -> Option<u64> {
@@ -99,22 +111,36 @@ fn run_writers(ctx: &Ctx, jobs: &[WriteJob]) -> anyhow::Result<Vec<iogen::Outcom
 fn job(
     ctx: &mut Ctx,
     mnt: &std::path::Path,
+    inst: Option<&Instance>,
     name: &str,
-    n: usize,
-    each: u64,
+    (n, each): (usize, u64),
     repeat: u32,
 ) -> anyhow::Result<()> {
     progress(&format!("pressure: job {name}"));
     let mut runs = Vec::new();
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for r in 0..repeat {
         ctx.guard.check()?;
         let jobs = iogen::seq_writers(mnt, &format!("{name}-{r}"), n, each, BS);
+        let cap = inst.map(Instance::start).transpose()?;
         let sampler = Sampler::start(Duration::from_millis(50));
         let out = run_writers(ctx, &jobs);
         let samples = sampler.stop();
+        if let (Some(i), Some(c)) = (inst, cap) {
+            for (k, v) in i.finish(c)? {
+                *counts.entry(k).or_insert(0) += v;
+            }
+        }
         runs.push((out?, samples));
     }
     super::record_job(ctx, name, &runs, true);
+    for (ev, c) in counts {
+        ctx.metrics.set(
+            &format!("fio.{name}.trace.{ev}"),
+            tracefs::key_unit(&ev),
+            c as f64 / f64::from(repeat),
+        );
+    }
     Ok(())
 }
 
@@ -174,8 +200,27 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
     let dev = LoopDev::attach(ctx, "img-pressure-xfs", image)?;
     dev.mkfs(ctx.guard, Fs::Xfs)?;
     let mnt = dev.mount(ctx.guard, Fs::Xfs)?;
+    let trace = match tracefs::mount(ctx.guard) {
+        Ok(root) => match Instance::create(ctx.guard, &root, &dev.bdi_name(), TRACE_BUFFER_KIB) {
+            Ok(i) => Some((root, i)),
+            Err(e) => {
+                ctx.notes.push(format!(
+                    "no tracepoint counts: creating a trace instance failed: {e:#}"
+                ));
+                super::loopdev::umount(ctx.guard, &root)?;
+                None
+            }
+        },
+        Err(e) => {
+            ctx.notes.push(format!(
+                "no tracepoint counts: mounting a private tracefs failed: {e:#}"
+            ));
+            None
+        }
+    };
+    let inst = trace.as_ref().map(|(_, i)| i);
     if let Some(bytes) = over_dirty {
-        job(ctx, &mnt, "over-dirty-w1", 1, bytes, repeat)?;
+        job(ctx, &mnt, inst, "over-dirty-w1", (1, bytes), repeat)?;
     }
     match dev.cap_dirty(ctx.guard, bdi_max)? {
         Some(before) => {
@@ -194,11 +239,15 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
         job(
             ctx,
             &mnt,
+            inst,
             &format!("over-mem-w{n}"),
-            n,
-            total / n as u64,
+            (n, total / n as u64),
             repeat,
         )?;
+    }
+    if let Some((root, i)) = trace {
+        i.close(ctx.guard)?;
+        super::loopdev::umount(ctx.guard, &root)?;
     }
     let errs = ctx.guard.restore_all();
     if !errs.is_empty() {

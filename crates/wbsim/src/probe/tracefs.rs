@@ -251,6 +251,7 @@ impl Instance {
         for (ev, _) in &self.events {
             counts.entry(ev.clone()).or_insert(0);
         }
+        zero_sleeps(&self.events, &mut counts);
         counts.insert("overrun".into(), self.overrun());
         Ok(counts)
     }
@@ -361,6 +362,17 @@ fn fold_throttle_fields(line: &str, counts: &mut BTreeMap<String, u64>) {
     }
 }
 
+/// The sleeps are counts too: with `balance_dirty_pages` enabled they are
+/// 0 when nothing slept, so that a round without throttling pools as 0
+/// (not as missing) with the rounds that were throttled.
+fn zero_sleeps(events: &[(String, bool)], counts: &mut BTreeMap<String, u64>) {
+    if events.iter().any(|(e, _)| e == "balance_dirty_pages") {
+        for k in ["balance_dirty_pages.paused", "balance_dirty_pages.pause_ms"] {
+            counts.entry(k.into()).or_insert(0);
+        }
+    }
+}
+
 /// The unit of a key [`Instance::finish`] returns: `events` for an event
 /// count, else that of the folded field ([`fold_throttle_fields`]).
 pub fn key_unit(key: &str) -> &'static str {
@@ -465,6 +477,13 @@ mod tests {
         assert_eq!(key_unit("bdi_dirty_ratelimit.awrite_bw_last"), "KB/s");
         assert_eq!(key_unit("balance_dirty_pages.pause_ms"), "ms");
         assert_eq!(key_unit("balance_dirty_pages"), "events");
+        // A round that never slept still reports its sleeps, as 0.
+        let mut quiet = BTreeMap::new();
+        zero_sleeps(&[("balance_dirty_pages".into(), true)], &mut quiet);
+        assert_eq!(quiet.get("balance_dirty_pages.paused"), Some(&0));
+        assert_eq!(quiet.get("balance_dirty_pages.pause_ms"), Some(&0));
+        zero_sleeps(&[("writeback_start".into(), true)], &mut counts);
+        assert_eq!(counts.get("balance_dirty_pages.paused"), Some(&1));
     }
 
     #[test]
