@@ -127,10 +127,7 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
             let sampler = Sampler::start(Duration::from_millis(50));
             let results = iogen::run_together(&jobs, &ctx.guard.token());
             let samples = sampler.stop();
-            let c = inst.finish(cap)?;
-            for (k, v) in c {
-                *counts.entry(k).or_insert(0) += v;
-            }
+            inst.finish_into(cap, &mut counts)?;
             let outcomes = results.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
             for j in &jobs {
                 iogen::discard(&j.path)?;
@@ -138,13 +135,7 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
             runs.push((outcomes, samples));
         }
         super::record_job(ctx, &job, &runs, true);
-        for (ev, c) in counts {
-            ctx.metrics.set(
-                &format!("fio.{job}.trace.{ev}"),
-                tracefs::key_unit(&ev),
-                c as f64 / f64::from(repeat),
-            );
-        }
+        tracefs::record_means(&mut ctx.metrics, &job, counts, f64::from(repeat));
     }
 
     inst.close(ctx.guard)?;

@@ -213,9 +213,7 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
                     let out = iogen::run(&w, &ctx.guard.token());
                     let samples = sampler.stop();
                     if let (Some(i), Some(c)) = (&inst, cap) {
-                        for (k, v) in i.finish(c)? {
-                            *counts.entry(k).or_insert(0) += v;
-                        }
+                        i.finish_into(c, &mut counts)?;
                     }
                     let out = out?;
                     iogen::discard(&w.path)?;
@@ -238,10 +236,7 @@ pub fn run(ctx: &mut Ctx) -> anyhow::Result<()> {
                 }
                 super::record_job(ctx, &job, &runs, false);
                 let n = runs.len().max(1) as f64;
-                for (ev, c) in counts {
-                    ctx.metrics
-                        .set(&format!("fio.{job}.trace.{ev}"), "events", c as f64 / n);
-                }
+                tracefs::record_means(&mut ctx.metrics, &job, counts, n);
             }
         }
         if let Some(i) = inst {

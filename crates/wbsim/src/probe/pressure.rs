@@ -127,20 +127,12 @@ fn job(
         let out = run_writers(ctx, &jobs);
         let samples = sampler.stop();
         if let (Some(i), Some(c)) = (inst, cap) {
-            for (k, v) in i.finish(c)? {
-                *counts.entry(k).or_insert(0) += v;
-            }
+            i.finish_into(c, &mut counts)?;
         }
         runs.push((out?, samples));
     }
     super::record_job(ctx, name, &runs, true);
-    for (ev, c) in counts {
-        ctx.metrics.set(
-            &format!("fio.{name}.trace.{ev}"),
-            tracefs::key_unit(&ev),
-            c as f64 / f64::from(repeat),
-        );
-    }
+    tracefs::record_means(&mut ctx.metrics, name, counts, f64::from(repeat));
     Ok(())
 }
 

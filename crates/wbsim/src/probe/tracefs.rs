@@ -28,6 +28,7 @@ use anyhow::Context;
 
 use super::guard::Guard;
 use super::sys;
+use crate::experiment::metrics::Metrics;
 
 /// The writeback tracepoints the probe counts (those present are enabled).
 pub const EVENTS: &[&str] = &[
@@ -256,6 +257,19 @@ impl Instance {
         Ok(counts)
     }
 
+    /// [`Instance::finish`], adding the counts to `sums` (one job's rounds,
+    /// for [`record_means`]).
+    pub fn finish_into(
+        &self,
+        cap: Capture,
+        sums: &mut BTreeMap<String, u64>,
+    ) -> anyhow::Result<()> {
+        for (k, v) in self.finish(cap)? {
+            *sums.entry(k).or_insert(0) += v;
+        }
+        Ok(())
+    }
+
     /// Events lost to a full ring buffer since the last clear.
     fn overrun(&self) -> u64 {
         let Ok(rd) = std::fs::read_dir(self.dir.join("per_cpu")) else {
@@ -370,6 +384,19 @@ fn zero_sleeps(events: &[(String, bool)], counts: &mut BTreeMap<String, u64>) {
         for k in ["balance_dirty_pages.paused", "balance_dirty_pages.pause_ms"] {
             counts.entry(k.into()).or_insert(0);
         }
+    }
+}
+
+/// Records job `job`'s trace counts, summed over `rounds` rounds
+/// ([`Instance::finish_into`]), as their means: `fio.JOB.trace.KEY` in
+/// [`key_unit`]'s unit.
+pub fn record_means(metrics: &mut Metrics, job: &str, sums: BTreeMap<String, u64>, rounds: f64) {
+    for (key, sum) in sums {
+        metrics.set(
+            &format!("fio.{job}.trace.{key}"),
+            key_unit(&key),
+            sum as f64 / rounds,
+        );
     }
 }
 

@@ -504,7 +504,7 @@ impl DeviceProfile {
             ("parallelism", u64::from(self.parallelism), 1),
             ("max_request_bytes", self.max_request_bytes, 512),
         ];
-        for (field, value, min) in checks {
+        let at_least = |field: &'static str, value: u64, min: u64| {
             if value < min {
                 return Err(ProfileError::TooSmall {
                     name: self.name.clone(),
@@ -513,6 +513,10 @@ impl DeviceProfile {
                     value,
                 });
             }
+            Ok(())
+        };
+        for (field, value, min) in checks {
+            at_least(field, value, min)?;
         }
         if self.rotational {
             return Err(ProfileError::Rotational(self.name.clone()));
@@ -521,23 +525,14 @@ impl DeviceProfile {
             // A request needs its segments plus two descriptors: without a
             // segment limit, or with one the ring cannot hold, a request
             // could never be dispatched.
-            let (field, min, value) = if self.max_segments == 0 {
-                ("max_segments (with ring_slots)", 1, 0)
-            } else {
-                (
-                    "ring_slots",
-                    u64::from(self.max_segments) + 2,
-                    u64::from(self.ring_slots),
-                )
-            };
-            if value < min {
-                return Err(ProfileError::TooSmall {
-                    name: self.name.clone(),
-                    field,
-                    min,
-                    value,
-                });
+            if self.max_segments == 0 {
+                at_least("max_segments (with ring_slots)", 0, 1)?;
             }
+            at_least(
+                "ring_slots",
+                u64::from(self.ring_slots),
+                u64::from(self.max_segments) + 2,
+            )?;
         }
         if self.latency_cv_pct > MAX_LATENCY_CV_PCT {
             return Err(ProfileError::TooLarge {
