@@ -184,3 +184,54 @@ fn dontcache_writes_into_a_sparse_file_pay_the_allocation_at_writeback() {
         "sparse {sparse} ns, preallocated {pre} ns"
     );
 }
+
+/// Simulated time of one 1 MiB buffered write at `pos` of `f`.
+async fn one_write(m: Rc<Machine>, f: File, pos: u64) -> Time {
+    let mut task = TaskDirty::default();
+    let t0 = m.now();
+    vfs_write(&m, &mut task, &f, pos, MIB, IoFlags::default())
+        .await
+        .unwrap();
+    m.now() - t0
+}
+
+#[test]
+fn only_blocks_in_holes_pay_the_delalloc_reservation() {
+    use wbsim::model::fs::ext4::EXT4_DA_RESERVE_NS;
+    // Without a size: no space accounting, the reservation's CPU still
+    // follows the holes (ext4_da_map_blocks -> ext4_insert_delayed_blocks).
+    let sim = Sim::new(1);
+    let cfg = MachineConfig::new(2, 24 << 30);
+    let m = Machine::new(&sim, cfg).unwrap();
+    let dev = BlockDevice::new(&sim, "loop0", DeviceProfile::nvme_dc());
+    let sb = sget(
+        &m,
+        "ext4",
+        Rc::new(Ext4::default()),
+        Some(dev),
+        BdiSettings::default(),
+    );
+    let sparse = create_file(&m, &sb);
+    let falloc = create_file(&m, &sb);
+    let (m2, f2) = (m.clone(), falloc.clone());
+    sim.spawn(
+        "fa",
+        async move { vfs_fallocate(&m2, &f2, 0, MIB, false).await },
+    );
+    sim.run_until(SEC).unwrap();
+    let mut took = Vec::new();
+    // A hole, the same (now delayed) range again, a preallocated range.
+    for (f, t) in [(&sparse, 2), (&sparse, 3), (&falloc, 4)] {
+        let h = sim.spawn("w", one_write(m.clone(), f.clone(), 0));
+        sim.run_until(t * SEC).unwrap();
+        took.push(h.result().expect("write done"));
+    }
+    let per_block = 256 * EXT4_DA_RESERVE_NS;
+    // The first write into the hole reserves its 256 blocks; rewriting
+    // the dirty (delayed) blocks and writing preallocated ones does not
+    // (the rewrite may pay the cold extent walk, ~1 us, as any write into a
+    // hole away from the previous write does).
+    let (first, again) = (took[0] - took[2], took[1] - took[2]);
+    assert!(first >= per_block && first < per_block + 2_000, "{took:?}");
+    assert!(again < 2_000, "{took:?}");
+}

@@ -44,16 +44,30 @@ use crate::model::mm::filemap::MAX_PAGECACHE_ORDER;
 use crate::model::mm::vmstat::PAGE_SIZE;
 
 /// CPU per page of a buffered write (`ext4_da_write_begin`, copy,
-/// `ext4_da_write_end`), ns: 0.62 us. Measured with `wbsim probe dontcache` on
-/// the project machine (Linux 6.18, 2 vCPU; docs/probe/dontcache.json, 3 rounds, 2026-11-25, load at the first round 0.4-0.6):
-/// from the p50 latency of a 1 MiB buffered write (S) and a 4 KiB one (R),
-/// with 1 us of syscall entry: per page = (S - R) / 255 =
-/// (161.0 - 2.5) / 255 us (the 1 MiB job is tailed: mean 473 us).
-pub const EXT4_WRITE_PAGE_NS: Time = 622;
+/// `ext4_da_write_end`) into blocks that need no reservation (preallocated,
+/// already written, or already delayed), ns: 0.35 us. Measured with `wbsim
+/// probe dontcache` on the project machine (Linux 6.18, 2 vCPU;
+/// docs/probe/dontcache.json, 3 rounds, 2026-11-25, load at the first round
+/// 0.4-0.6): from the p50 latency of a 1 MiB buffered write (S) and a 4 KiB
+/// one (R) into preallocated files, with 1 us of syscall entry: per page =
+/// (S - R) / 255 = (91.711 - 2.153) / 255 us.
+pub const EXT4_WRITE_PAGE_NS: Time = 351;
+/// CPU per block of a buffered write into a hole, besides
+/// [`EXT4_WRITE_PAGE_NS`]: `ext4_da_map_blocks` finds no extent, so
+/// `ext4_insert_delayed_blocks` reserves the cluster (`ext4_da_reserve_space`:
+/// quota and the dirty-clusters counter) and inserts the delayed extent in
+/// the extent status tree, block by block as `ext4_block_write_begin` walks
+/// the folio's buffer heads, ns: 0.27 us. Measured as above from the same
+/// probe file: the 1 MiB writes into a sparse file cost (161.023 - 2.465) /
+/// 255 = 0.622 us per page, 0.271 more than into a preallocated one; the
+/// 4 KiB writes give 0.312 (2.465 - 2.153). A block already delayed (dirty
+/// again before writeback) or unwritten is mapped without this.
+pub const EXT4_DA_RESERVE_NS: Time = 271;
 /// CPU per buffered write call, besides the per-page work and the syscall
 /// entry (`->write_iter` setup, the filesystem's begin/end of the range,
-/// inode locking, timestamps), ns. Measured like the per-page cost:
-/// R - 1 us - per page = 2.47 - 1 - 0.62 us.
+/// inode locking, timestamps), ns. Measured like the per-page cost on the
+/// sparse file: R - 1 us - per page - reservation = 2.465 - 1 - 0.351 -
+/// 0.271 us (the preallocated file gives 2.153 - 1 - 0.351 = 0.80).
 pub const EXT4_WRITE_CALL_NS: Time = 840;
 /// Extra CPU of `ext4_da_map_blocks` for a write into a hole away from the
 /// previous write (`FsCosts::extent_walk_ns`: the extent status tree walked
@@ -205,20 +219,23 @@ impl Ext4 {
         2 * free < 3 * dirty || free < dirty + wm
     }
 
-    /// `ext4_da_write_begin` for the folios `[s, e)`: the switch, then
-    /// either the delalloc reservation of the holes not yet reserved
-    /// (`ext4_da_reserve_space`), or, without delalloc, the allocation of
-    /// every hole at once (reservations of dirty holes are used up, as
+    /// `ext4_da_write_begin` for the folios `[s, e)`: with space accounting,
+    /// the switch; then either the delalloc reservation of the holes not yet
+    /// reserved (`ext4_da_map_blocks` -> `ext4_insert_delayed_blocks`, its
+    /// CPU per block), or, without delalloc, the allocation of every hole at
+    /// once (reservations of dirty holes are used up, as
     /// `ext4_da_update_reserve_space` does).
     async fn da_write_begin(
         &self,
-        sp: &Ext4Space,
         m: &Rc<Machine>,
         sb: &Rc<SuperBlock>,
         inode: &InodeRef,
         (s, e): (u64, u64),
     ) {
-        let nonda = self.nonda_switch(sp, m, sb).await;
+        let nonda = match &self.space {
+            Some(sp) => self.nonda_switch(sp, m, sb).await,
+            None => false,
+        };
         let (holes, reserved) = {
             let ext = inode.extents.borrow();
             let map = inode.mapping.borrow();
@@ -229,6 +246,7 @@ impl Ext4 {
                 })
         };
         if nonda {
+            let sp = self.space.as_ref().expect("nonda needs space accounting");
             sp.nonda_writes.set(sp.nonda_writes.get() + 1);
             m.count_event("ext4_nonda_write");
             m.sched().cpu(holes * EXT4_NONDA_BLOCK_NS).await;
@@ -236,7 +254,13 @@ impl Ext4 {
             sp.free.set(sp.free.get().saturating_sub(got));
             sp.dirty.set(sp.dirty.get().saturating_sub(reserved));
         } else {
-            sp.dirty.set(sp.dirty.get() + (holes - reserved));
+            let new = holes - reserved;
+            if new > 0 {
+                m.sched().cpu(new * EXT4_DA_RESERVE_NS).await;
+            }
+            if let Some(sp) = &self.space {
+                sp.dirty.set(sp.dirty.get() + new);
+            }
         }
     }
 }
@@ -279,8 +303,7 @@ impl Filesystem for Ext4 {
         inode: &'a InodeRef,
         range: (u64, u64),
     ) -> Option<LocalBoxFuture<'a, ()>> {
-        let sp = self.space.as_ref()?;
-        Some(Box::pin(self.da_write_begin(sp, m, sb, inode, range)))
+        Some(Box::pin(self.da_write_begin(m, sb, inode, range)))
     }
     fn convert_delalloc<'a>(
         &'a self,
