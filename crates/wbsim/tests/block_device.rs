@@ -38,6 +38,8 @@ fn profile(bw: u64, lat_ns: u64, queue_depth: u32, parallelism: u32, max: u64) -
         // Writeback throttling off: these tests check the device alone
         // (the wbt tests below turn it on).
         wbt_lat_ns: 0,
+        first_write_rq_ns: 0,
+        first_write_block_ns: 0,
     }
 }
 
@@ -443,7 +445,7 @@ fn builtin_profiles_and_toml() {
         let text = toml::to_string(&p).unwrap();
         assert_eq!(DeviceProfile::from_toml(&text).unwrap(), p);
     }
-    assert_eq!(DeviceProfile::builtins().len(), 4);
+    assert_eq!(DeviceProfile::builtins().len(), 5);
     assert!(DeviceProfile::builtin("floppy").is_none());
     assert!(DeviceProfile::lookup("floppy")
         .unwrap_err()
@@ -823,4 +825,49 @@ fn a_ring_that_cannot_hold_a_full_request_is_refused() {
     };
     assert!(p.validate().is_err());
     assert!(sg_profile().validate().is_ok());
+}
+
+#[test]
+fn first_writes_to_a_sparse_backing_store_pay_once() {
+    let sim = Sim::new(1);
+    // 1000 MiB/s, 20 us: a 1 MiB write takes 1.02 ms at QD1; each new 4 KiB
+    // block costs 1 us more in the serial stage, each request with new
+    // blocks 10 us.
+    let mut p = profile(1000 * MIB, 20 * USEC, 32, 8, 4 * MIB);
+    p.first_write_rq_ns = 10 * USEC;
+    p.first_write_block_ns = USEC;
+    let dev = BlockDevice::new(&sim, "d", p);
+    let (s, d) = (sim.clone(), dev.clone());
+    let h = sim.spawn("dio", async move {
+        let mut took = Vec::new();
+        // New blocks; the same again; half old, half new.
+        for off in [0, 0, MIB / 2] {
+            let t0 = s.now();
+            d.submit_bio_wait(Bio::write(off, MIB)).await;
+            took.push(s.now() - t0);
+        }
+        took
+    });
+    sim.run().unwrap();
+    let base = 20 * USEC + MSEC;
+    assert_eq!(
+        h.result().unwrap(),
+        vec![
+            base + 10 * USEC + 256 * USEC,
+            base,
+            base + 10 * USEC + 128 * USEC
+        ]
+    );
+    assert_eq!(dev.stats().first_write_blocks, 384);
+    // Reads and a device without the cost: nothing extra, nothing counted.
+    let sim = Sim::new(1);
+    let dev = BlockDevice::new(&sim, "d", profile(1000 * MIB, 20 * USEC, 32, 8, 4 * MIB));
+    let (s, d) = (sim.clone(), dev.clone());
+    let h = sim.spawn("dio", async move {
+        d.submit_bio_wait(Bio::write(0, MIB)).await;
+        s.now()
+    });
+    sim.run().unwrap();
+    assert_eq!(h.result(), Some(20 * USEC + MSEC));
+    assert_eq!(dev.stats().first_write_blocks, 0);
 }

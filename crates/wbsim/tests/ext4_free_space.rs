@@ -235,3 +235,41 @@ fn only_blocks_in_holes_pay_the_delalloc_reservation() {
     assert!(first >= per_block && first < per_block + 2_000, "{took:?}");
     assert!(again < 2_000, "{took:?}");
 }
+
+#[test]
+fn a_file_made_after_an_unlink_reuses_its_space_and_the_backing_blocks() {
+    let sim = Sim::new(1);
+    let cfg = MachineConfig::new(2, 24 << 30);
+    let m = Machine::new(&sim, cfg).unwrap();
+    let dev = BlockDevice::new(&sim, "loop0", DeviceProfile::loop_virtio_sparse());
+    let fs = Rc::new(Ext4::with_size(2 << 30));
+    let sb = sget(&m, "ext4", fs, Some(dev.clone()), BdiSettings::default());
+    let a = create_file(&m, &sb);
+    let h = sim.spawn("a", write_fsync(m.clone(), a.clone(), 64 * MIB));
+    sim.run_until(10 * SEC).unwrap();
+    assert!(h.result().is_some());
+    // 64 MiB of data blocks written for the first time (the journal's
+    // commit blocks as well).
+    let first = dev.stats().first_write_blocks;
+    assert!((16_384..16_384 + 64).contains(&first), "{first}");
+    // While `a` lives, a new file gets a region of its own.
+    let b = create_file(&m, &sb);
+    let base_a = a.inode.disk_base;
+    assert_ne!(b.inode.disk_base, base_a);
+    let (m2, a2) = (m.clone(), a.clone());
+    sim.spawn("rm", async move { vfs_unlink(&m2, &a2).await });
+    sim.run_until(11 * SEC).unwrap();
+    drop(a);
+    // After `a` is gone, the next file lands where it was, and writing it
+    // allocates nothing new in the backing store.
+    let c = create_file(&m, &sb);
+    assert_eq!(c.inode.disk_base, base_a);
+    let h = sim.spawn("c", write_fsync(m.clone(), c, 64 * MIB));
+    sim.run_until(20 * SEC).unwrap();
+    assert!(h.result().is_some());
+    assert!(
+        dev.stats().first_write_blocks - first < 64,
+        "{:?}",
+        dev.stats()
+    );
+}

@@ -452,7 +452,7 @@ fn other_value_errors() {
         ErrorKind::UnknownValue,
         line_of(extra, "\"sata\""),
         "profile",
-        &["nvme-dc, qemu-nvme, loop-virtio, pmem"],
+        &["nvme-dc, qemu-nvme, loop-virtio, loop-virtio-sparse, pmem"],
     );
     let extra = "\n[[device]]\nname = \"d\"\nprofile = \"pmem\"\n[[filesystem]]\nname = \"f\"\ntype = \"zfs\"\ndevice = \"d\"\n";
     check(

@@ -31,7 +31,7 @@ pub struct Args {
     /// fio job files: the filesystem (xfs, ext4, btrfs, tmpfs).
     #[arg(long, value_name = "TYPE")]
     pub fs: Option<String>,
-    /// fio job files: the device profile (nvme-dc, qemu-nvme, loop-virtio, pmem).
+    /// fio job files: the device profile (nvme-dc, qemu-nvme, loop-virtio, loop-virtio-sparse, pmem).
     #[arg(long, value_name = "PROFILE")]
     pub device: Option<String>,
     /// fio job files: simulated time limit (e.g. "30s"); default: the jobs'

@@ -112,6 +112,13 @@ pub fn results(
                 100.0 * st.busy_ns as f64 / now as f64,
             );
         }
+        if st.first_write_blocks > 0 {
+            metrics.add(
+                &format!("device.{name}.first_write_blocks"),
+                "count",
+                st.first_write_blocks,
+            );
+        }
     }
     lock_stat(m, &mut metrics);
     memcgs(m, &mut metrics);

@@ -51,7 +51,12 @@ use super::bio::{rwbs, Bio, BioFlags, BioOp, SECTOR_BYTES};
 use super::profile::DeviceProfile;
 use super::stats::DeviceStats;
 use super::wbt::{Wbt, WbtStats};
+
+/// Granularity of a sparse backing store's allocation, bytes (the backing
+/// filesystem's block: 4 KiB for the ext4 under the probe's images).
+const BACKING_BLOCK: u64 = 4096;
 use crate::model::errno::Errno;
+use crate::model::kernel::interval::IntervalSet;
 use crate::model::kernel::sched::{CgroupId, Sched};
 
 /// A bio's completion callback, as `bio->bi_end_io`.
@@ -177,6 +182,9 @@ struct Inner {
     service: RefCell<ServiceTime>,
     /// Writeback throttling (`rq_qos` WBT), if the profile has it on.
     wbt: RefCell<Option<Wbt>>,
+    /// 4 KiB blocks written at least once, kept only when the profile has a
+    /// first-write cost ([`DeviceProfile::first_write_rq_ns`]).
+    backing_written: RefCell<IntervalSet>,
     /// The bdi's last `balance_dirty_pages` sleep (`bdi->last_bdp_sleep`),
     /// shared by the bdi of the filesystem on this device.
     last_bdp_sleep: RefCell<Option<Rc<Cell<Option<Time>>>>>,
@@ -292,6 +300,7 @@ impl BlockDevice {
                 }),
             ),
             last_bdp_sleep: RefCell::new(None),
+            backing_written: RefCell::new(IntervalSet::default()),
             profile,
         }))
     }
@@ -902,6 +911,25 @@ impl BlockDevice {
         });
     }
 
+    /// The extra serial time of a write to `[off, off + len)` for its blocks
+    /// never written before ([`DeviceProfile::first_write_rq_ns`],
+    /// [`DeviceProfile::first_write_block_ns`]), which it marks written;
+    /// with the number of those blocks.
+    fn first_write(&self, off: u64, len: u64) -> (u64, u64) {
+        let p = &self.0.profile;
+        if (p.first_write_rq_ns == 0 && p.first_write_block_ns == 0) || len == 0 {
+            return (0, 0);
+        }
+        let (s, e) = (off / BACKING_BLOCK, (off + len).div_ceil(BACKING_BLOCK));
+        let mut written = self.0.backing_written.borrow_mut();
+        let new = (e - s) - written.pages_in(s, e);
+        if new == 0 {
+            return (0, 0);
+        }
+        written.insert(s, e);
+        (p.first_write_rq_ns + new * p.first_write_block_ns, new)
+    }
+
     /// End of a request's latency phase: it queues for the media pipe.
     fn latency_done(&self, id: u64) {
         let inner = &*self.0;
@@ -916,7 +944,12 @@ impl BlockDevice {
         } else {
             0
         };
-        let xfer = inner.profile.transfer_ns(write, rq.len);
+        let mut xfer = inner.profile.transfer_ns(write, rq.len);
+        if write {
+            let (ns, blocks) = self.first_write(rq.offset, rq.len);
+            xfer += ns;
+            st.stats.first_write_blocks += blocks;
+        }
         let start = st.pipe_free.max(now);
         st.pipe_free = start.saturating_add(xfer);
         let done_at = st.pipe_free.saturating_add(extra);

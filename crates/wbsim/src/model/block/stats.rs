@@ -54,6 +54,14 @@ pub struct DeviceStats {
     pub in_flight: u64,
     /// Most requests ever in flight at once.
     pub max_in_flight: u64,
+    /// 4 KiB blocks written for the first time on a device with a
+    /// first-write cost (`DeviceProfile::first_write_rq_ns`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub first_write_blocks: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl DeviceStats {

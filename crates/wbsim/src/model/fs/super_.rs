@@ -24,7 +24,7 @@
 //! without `bdi_unregister`'s cost.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use sim::Time;
@@ -107,6 +107,7 @@ pub fn sget(
         s_flags: Cell::new(flags::SB_ACTIVE),
         inodes: RefCell::new(BTreeMap::new()),
         next_ino: Cell::new(1),
+        data_regions: RefCell::new(BTreeSet::new()),
         s_active: Cell::new(1),
         s_dead_at: Cell::new(None),
         s_isw_nr_in_flight: Cell::new(0),
@@ -292,6 +293,7 @@ async fn evict_as(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef, at_umo
     filemap_fdatawait(m, inode).await;
     if !at_umount {
         sb.fs.evict_blocks(sb, inode);
+        sb.free_data_region(inode.disk_base);
     }
     let d = inode.mapping.borrow_mut().truncate_all();
     mem_cgroup_uncharge_freed(m.mm(), inode.memcg.get(), d.cached);

@@ -13,7 +13,7 @@
 //! ([`Mm`], [`Kernel`]).
 
 use std::cell::{Cell, OnceCell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -179,6 +179,12 @@ pub fn wbc_account_cgroup_owner(
         }
     }
 }
+
+/// Bytes of device space set aside for each file's data: one 1 GiB region
+/// per file, so a file's pages are contiguous on the device and different
+/// files are far apart (device capacity is not modelled; a file larger than
+/// this runs into the next region).
+pub const FILE_REGION_BYTES: u64 = 1 << 30;
 
 /// The CPU costs of a filesystem's data paths, ns: data, not behaviour. Each
 /// filesystem has one table of these (`XFS_COSTS`, `EXT4_COSTS`...) whose
@@ -521,12 +527,11 @@ pub trait Filesystem {
     fn init_inode(&self, inode: &Inode) {
         let _ = inode;
     }
-    /// Byte offset on the device where a new file's data goes.
-    fn place_file(&self, sb: &SuperBlock, ino: u64) -> u64 {
-        // One 1 GiB region per file: sequential files give sequential I/O and
-        // different files are far apart (device capacity is not modelled).
+    /// Byte offset on the device where a new file's data goes, given the
+    /// data region the superblock gave it ([`SuperBlock::alloc_data_region`]).
+    fn place_file(&self, sb: &SuperBlock, region: u64) -> u64 {
         let _ = sb;
-        ino.wrapping_mul(1 << 30)
+        region * FILE_REGION_BYTES
     }
 }
 
@@ -556,6 +561,10 @@ pub struct SuperBlock {
     /// `sb->s_inodes`, by inode number.
     pub inodes: RefCell<BTreeMap<u64, InodeRef>>,
     pub next_ino: Cell<u64>,
+    /// Data regions ([`FILE_REGION_BYTES`] each) held by live files, by
+    /// index: a new file takes the lowest free one, an unlinked file's goes
+    /// back when it is evicted.
+    pub data_regions: RefCell<BTreeSet<u64>>,
     /// `s_active`: active references (one per mount of this superblock).
     pub s_active: Cell<u32>,
     /// When shutdown finished and the device was released (SB_DEAD), ns.
@@ -622,6 +631,35 @@ impl SuperBlock {
         self.inodes.borrow().get(&ino).cloned()
     }
 
+    /// The lowest data region no live file holds, taken. Regions start at
+    /// 1 (the first file's data at 1 GiB, as before regions were reused).
+    /// This stands for the allocators' preference for low, freed space
+    /// (ext4's mballoc goal in the inode's group, XFS's by-block btree near
+    /// the AG start): a file created after another was unlinked and evicted
+    /// lands where that one was, so its writes reach blocks the device has
+    /// written before. Freed blocks are reusable at once (XFS's busy extents,
+    /// reusable only once the freeing transaction is on disk, are left out).
+    pub fn alloc_data_region(&self) -> u64 {
+        let mut held = self.data_regions.borrow_mut();
+        let mut r = 1;
+        for &h in held.range(1..) {
+            if h != r {
+                break;
+            }
+            r += 1;
+        }
+        held.insert(r);
+        r
+    }
+
+    /// Gives back the data region of a file whose data started at
+    /// `disk_base` (its blocks were freed).
+    pub fn free_data_region(&self, disk_base: u64) {
+        self.data_regions
+            .borrow_mut()
+            .remove(&(disk_base / FILE_REGION_BYTES));
+    }
+
     /// Allocates a new inode in the root directory (`new_inode` +
     /// `insert_inode_hash`).
     pub fn new_inode(&self, m: &Machine) -> InodeRef {
@@ -639,7 +677,7 @@ impl SuperBlock {
                 ino
             }
         };
-        let base = self.fs.place_file(self, ino);
+        let base = self.fs.place_file(self, self.alloc_data_region());
         let ilock = RwSemaphore::new(
             m.locks().class(&format!("{}:i_lock", self.fs.name())),
             m.sched(),

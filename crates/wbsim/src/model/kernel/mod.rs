@@ -1,7 +1,8 @@
 //! `kernel/`: the scheduler (CPUs, run queues, cpusets), wait primitives (wait
 //! queues, completions, wait_var_event), locks (mutex, spinlock, rw_semaphore,
-//! lock_stat), RCU, workqueues and the timer wheel's timeout rounding. Every later mechanism is built from these.
+//! lock_stat), RCU, workqueues, interval sets and the timer wheel's timeout rounding. Every later mechanism is built from these.
 
+pub mod interval;
 pub mod locking;
 pub mod rcu;
 pub mod sched;
