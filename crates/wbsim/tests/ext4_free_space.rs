@@ -237,7 +237,7 @@ fn only_blocks_in_holes_pay_the_delalloc_reservation() {
 }
 
 #[test]
-fn a_file_made_after_an_unlink_reuses_its_space_and_the_backing_blocks() {
+fn a_file_made_after_an_unlink_and_a_commit_reuses_its_space_and_the_backing_blocks() {
     let sim = Sim::new(1);
     let cfg = MachineConfig::new(2, 24 << 30);
     let m = Machine::new(&sim, cfg).unwrap();
@@ -260,15 +260,23 @@ fn a_file_made_after_an_unlink_reuses_its_space_and_the_backing_blocks() {
     sim.spawn("rm", async move { vfs_unlink(&m2, &a2).await });
     sim.run_until(11 * SEC).unwrap();
     drop(a);
-    // After `a` is gone, the next file lands where it was, and writing it
-    // allocates nothing new in the backing store.
+    // After `a` is gone its blocks are free but held by the running
+    // transaction: a file made now gets a new region; once a commit (the
+    // fsync of that file) is on disk, the next file lands where `a` was,
+    // and writing it allocates nothing new in the backing store.
     let c = create_file(&m, &sb);
-    assert_eq!(c.inode.disk_base, base_a);
-    let h = sim.spawn("c", write_fsync(m.clone(), c, 64 * MIB));
+    assert!(c.inode.disk_base != base_a && c.inode.disk_base != b.inode.disk_base);
+    let h = sim.spawn("c", write_fsync(m.clone(), c, MIB));
+    sim.run_until(12 * SEC).unwrap();
+    assert!(h.result().is_some());
+    let d = create_file(&m, &sb);
+    assert_eq!(d.inode.disk_base, base_a);
+    let before = dev.stats().first_write_blocks;
+    let h = sim.spawn("d", write_fsync(m.clone(), d, 64 * MIB));
     sim.run_until(20 * SEC).unwrap();
     assert!(h.result().is_some());
     assert!(
-        dev.stats().first_write_blocks - first < 64,
+        dev.stats().first_write_blocks - before < 64,
         "{:?}",
         dev.stats()
     );

@@ -24,11 +24,12 @@
 //! synchronous write with PREFLUSH|FUA. The cluster is the 4 KiB block
 //! (no bigalloc); percpu counter drift is not modelled (exact counts);
 //! ENOSPC (`ext4_claim_free_clusters` failing) and the root-reserved blocks
-//! are not modelled; freed blocks count as free at once (the buddy cache's
-//! wait for the journal commit is left out). Without a `size` option there
+//! are not modelled; freed blocks count as free at once, but a freed file's
+//! data region is handed out again only after the next jbd2 commit (there is
+//! no periodic 5 s commit: fsync and sync_fs commit). Without a `size` option there
 //! is no accounting and the switch never fires.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use sim::{Time, USEC};
@@ -185,6 +186,12 @@ pub struct Ext4Space {
 #[derive(Default)]
 pub struct Ext4 {
     space: Option<Ext4Space>,
+    /// Data regions of files evicted in the running transaction: their
+    /// blocks are freed, but mballoc may hand them out again only once
+    /// the transaction that freed them has committed (`ext4_free_blocks`
+    /// puts them on the transaction's list, `ext4_process_freed_data`
+    /// releases them to the buddy allocator after the commit).
+    freed_regions: RefCell<Vec<u64>>,
 }
 
 impl Ext4 {
@@ -196,6 +203,7 @@ impl Ext4 {
                 free: Cell::new(mkfs_free_clusters(bytes)),
                 ..Ext4Space::default()
             }),
+            ..Ext4::default()
         }
     }
 
@@ -266,7 +274,10 @@ impl Ext4 {
 }
 
 impl Ext4 {
-    async fn commit(m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
+    /// A jbd2 commit of the running transaction; the data regions it freed
+    /// become allocatable when it is on disk.
+    async fn commit(&self, m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
+        let freed = std::mem::take(&mut *self.freed_regions.borrow_mut());
         m.sched().cpu(EXT4_COMMIT_CPU_NS).await;
         if let Some(dev) = &sb.device {
             let flags = BioFlags {
@@ -277,6 +288,9 @@ impl Ext4 {
             };
             dev.submit_bio_wait(Bio::write(JOURNAL_OFFSET, EXT4_COMMIT_BYTES).with_flags(flags))
                 .await;
+        }
+        for base in freed {
+            sb.free_data_region(base);
         }
     }
 }
@@ -330,6 +344,9 @@ impl Filesystem for Ext4 {
             sp.free.set(sp.free.get().saturating_sub(pages));
         }
     }
+    fn release_data_region(&self, _sb: &SuperBlock, disk_base: u64) {
+        self.freed_regions.borrow_mut().push(disk_base);
+    }
     fn evict_blocks(&self, _sb: &SuperBlock, inode: &Inode) {
         let Some(sp) = &self.space else { return };
         // ext4_evict_inode -> ext4_truncate frees the blocks
@@ -366,7 +383,7 @@ impl Filesystem for Ext4 {
         sb: &'a Rc<SuperBlock>,
         _datasync: bool,
     ) -> LocalBoxFuture<'a, ()> {
-        Box::pin(Self::commit(m, sb))
+        Box::pin(self.commit(m, sb))
     }
     fn sync_fs<'a>(
         &'a self,
@@ -376,7 +393,7 @@ impl Filesystem for Ext4 {
     ) -> LocalBoxFuture<'a, ()> {
         Box::pin(async move {
             if wait {
-                Self::commit(m, sb).await;
+                self.commit(m, sb).await;
             }
         })
     }
@@ -389,7 +406,7 @@ impl Filesystem for Ext4 {
         // superblock write (ext4_commit_super) with a flush.
         Box::pin(async move {
             m.sched().cpu(EXT4_PUT_SUPER_CPU_NS).await;
-            Self::commit(m, sb).await;
+            self.commit(m, sb).await;
             if let Some(dev) = &sb.device {
                 let flags = BioFlags {
                     preflush: true,

@@ -293,7 +293,7 @@ async fn evict_as(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef, at_umo
     filemap_fdatawait(m, inode).await;
     if !at_umount {
         sb.fs.evict_blocks(sb, inode);
-        sb.free_data_region(inode.disk_base);
+        sb.fs.release_data_region(sb, inode.disk_base);
     }
     let d = inode.mapping.borrow_mut().truncate_all();
     mem_cgroup_uncharge_freed(m.mm(), inode.memcg.get(), d.cached);

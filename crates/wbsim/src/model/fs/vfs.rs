@@ -510,6 +510,13 @@ pub trait Filesystem {
     fn blocks_allocated(&self, sb: &SuperBlock, pages: u64) {
         let _ = (sb, pages);
     }
+    /// An unlinked file's data region (starting at `disk_base`) is freed:
+    /// by default it can be allocated again at once
+    /// ([`SuperBlock::free_data_region`]); a journalling filesystem may hold
+    /// it until the transaction that freed it commits.
+    fn release_data_region(&self, sb: &SuperBlock, disk_base: u64) {
+        sb.free_data_region(disk_base);
+    }
     /// An unlinked inode is evicted: its blocks and delalloc reservations
     /// go back to the filesystem (called before its pages are dropped).
     /// Default: nothing (no free-space accounting).
