@@ -403,6 +403,11 @@ pub struct Xfs {
     /// Per superblock, the ioend completion workqueue
     /// (`m_unwritten_workqueue`, "xfs-conv/<dev>"), created at first use.
     conv_wq: RefCell<BTreeMap<u64, Workqueue>>,
+    /// Per superblock, data regions of files freed since the last log
+    /// force: their extents are busy (`xfs_extent_busy_insert`) until the
+    /// freeing transaction is on disk, and the allocator goes around busy
+    /// extents where it has other free space.
+    busy_regions: RefCell<BTreeMap<u64, Vec<u64>>>,
 }
 
 impl Xfs {
@@ -501,7 +506,17 @@ impl Xfs {
     /// A log force: pushes the CIL and waits for it when it holds items,
     /// else writes one iclog if something was logged that the CIL does not
     /// model (size updates after overwrites).
+    /// The busy regions freed before it are released when it is done
+    /// (`xlog_cil_committed` -> `xfs_extent_busy_clear`).
     async fn log_force(&self, m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
+        let busy = self.busy_regions.borrow_mut().remove(&sb.id);
+        self.force_log(m, sb).await;
+        for base in busy.into_iter().flatten() {
+            sb.free_data_region(base);
+        }
+    }
+
+    async fn force_log(&self, m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
         let log = self.logs.borrow().get(&sb.id).cloned();
         if let Some(log) = log {
             if log.force().await {
@@ -536,6 +551,13 @@ impl Filesystem for Xfs {
     }
     fn unwritten_convert_ns(&self, records: usize) -> Time {
         xfs_unwritten_convert_ns(records)
+    }
+    fn release_data_region(&self, sb: &SuperBlock, disk_base: u64) {
+        self.busy_regions
+            .borrow_mut()
+            .entry(sb.id)
+            .or_default()
+            .push(disk_base);
     }
     /// `xfs_dialloc` with `inode64`: the file's inode in its directory's AG.
     fn alloc_ino(&self, m: &Machine, sb: &SuperBlock, dir: &str) -> Option<u64> {
