@@ -57,8 +57,10 @@ pub struct Args {
     /// busy machine only gives a warning and a note in the results.
     #[arg(long)]
     pub strict: bool,
-    /// Before the first round, wait up to SECS for the machine to be quiet
-    /// (checked every 5 s); then run (or, with --strict, refuse).
+    /// Before each round, wait up to SECS for the machine to be quiet
+    /// (checked every 5 s; the round before stays in the load average for
+    /// about a minute); then run (or, before the first round with
+    /// --strict, refuse).
     #[arg(long, value_name = "SECS", default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub wait_quiet: u64,

@@ -107,7 +107,7 @@ use anyhow::bail;
 use hdrhistogram::Histogram;
 
 use crate::experiment::metrics::Metrics;
-use crate::experiment::results::{Host, Results};
+use crate::experiment::results::{Host, Results, RoundConditions};
 use crate::workload::fio::output::{FioDdirStats, FioJobOutput, FioSyncStats};
 
 pub use guard::Guard;
@@ -178,8 +178,9 @@ pub struct Options {
     pub rounds: u32,
     /// Refuse to start when the machine is not quiet.
     pub strict: bool,
-    /// Before the first round, wait up to this long for the machine to be
-    /// quiet (zero: do not wait).
+    /// Before each round, wait up to this long for the machine to be quiet
+    /// (zero: do not wait): a round's own writers, flushers and loop workers
+    /// stay in the load average for about a minute after it.
     pub wait_quiet: std::time::Duration,
     /// Small sizes and one repetition (tests, a first look).
     pub quick: bool,
@@ -265,6 +266,39 @@ pub struct Outcome {
 /// cleanup has run when it returns. Interrupted by SIGINT/SIGTERM, it
 /// returns the metrics measured so far with `interrupted` set (and a note
 /// in `live.notes`).
+
+/// Samples the machine before round `round`; with `--wait-quiet`, waits (up
+/// to that long, checking every 5 s, adding the time to `waited`) until it
+/// is quiet. Returns the last sample and why it is not quiet (empty if it
+/// is).
+fn wait_for_quiet(
+    guard: &Guard,
+    opts: &Options,
+    limits: &quiet::Limits,
+    release: &str,
+    round: u32,
+    waited: &mut std::time::Duration,
+) -> anyhow::Result<(RoundConditions, Vec<String>)> {
+    let mut cond = quiet::sample(round, release);
+    let mut why = quiet::assess(&cond, limits);
+    if why.is_empty() || opts.wait_quiet.is_zero() {
+        return Ok((cond, why));
+    }
+    let start = Instant::now();
+    progress(&format!(
+        "round {round}: waiting up to {} s for a quiet machine: {}",
+        opts.wait_quiet.as_secs(),
+        why.join("; ")
+    ));
+    while !why.is_empty() && start.elapsed() < opts.wait_quiet {
+        guard.check()?;
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        cond = quiet::sample(round, release);
+        why = quiet::assess(&cond, limits);
+    }
+    *waited += start.elapsed();
+    Ok((cond, why))
+}
 pub fn run(opts: &Options) -> anyhow::Result<Outcome> {
     if let Some(why) = refusal() {
         bail!("{why}");
@@ -291,26 +325,8 @@ pub fn run(opts: &Options) -> anyhow::Result<Outcome> {
     let limits = quiet::Limits::default();
     let mut settings = BTreeMap::new();
     let release = info.live.kernel_release.clone();
-    let mut first = quiet::sample(1, &release);
-    let mut why = quiet::assess(&first, &limits);
-    if !why.is_empty() && !opts.wait_quiet.is_zero() {
-        let start = Instant::now();
-        progress(&format!(
-            "waiting up to {} s for a quiet machine: {}",
-            opts.wait_quiet.as_secs(),
-            why.join("; ")
-        ));
-        while !why.is_empty() && start.elapsed() < opts.wait_quiet {
-            guard.check()?;
-            std::thread::sleep(std::time::Duration::from_secs(5));
-            first = quiet::sample(1, &release);
-            why = quiet::assess(&first, &limits);
-        }
-        settings.insert(
-            "waited for a quiet machine (s)".to_string(),
-            format!("{:.0}", start.elapsed().as_secs_f64()),
-        );
-    }
+    let mut waited = std::time::Duration::ZERO;
+    let (first, why) = wait_for_quiet(&guard, opts, &limits, &release, 1, &mut waited)?;
     if !why.is_empty() {
         if opts.strict {
             bail!(
@@ -333,10 +349,12 @@ pub fn run(opts: &Options) -> anyhow::Result<Outcome> {
         if guard.interrupted().is_some() {
             break;
         }
+        // Each round waits for the load the round before left (its writers,
+        // flushers and loop workers are in the load average for a minute).
         let mut cond = if r == 1 {
             first.clone()
         } else {
-            quiet::sample(r, &release)
+            wait_for_quiet(&guard, opts, &limits, &release, r, &mut waited)?.0
         };
         cond.not_quiet = quiet::assess(&cond, &limits);
         if rounds > 1 {
@@ -394,6 +412,12 @@ pub fn run(opts: &Options) -> anyhow::Result<Outcome> {
         if stopped.is_some() {
             break;
         }
+    }
+    if !opts.wait_quiet.is_zero() {
+        settings.insert(
+            "waited for a quiet machine (s)".to_string(),
+            format!("{:.0}", waited.as_secs_f64()),
+        );
     }
     let errs = guard.cleanup();
     if !errs.is_empty() {
