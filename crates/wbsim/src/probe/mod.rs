@@ -262,11 +262,6 @@ pub struct Outcome {
     pub interrupted: Option<i32>,
 }
 
-/// Runs one probe experiment after removing what dead probes left behind;
-/// cleanup has run when it returns. Interrupted by SIGINT/SIGTERM, it
-/// returns the metrics measured so far with `interrupted` set (and a note
-/// in `live.notes`).
-
 /// Samples the machine before round `round`; with `--wait-quiet`, waits (up
 /// to that long, checking every 5 s, adding the time to `waited`) until it
 /// is quiet. Returns the last sample and why it is not quiet (empty if it
@@ -299,6 +294,10 @@ fn wait_for_quiet(
     *waited += start.elapsed();
     Ok((cond, why))
 }
+/// Runs one probe experiment after removing what dead probes left behind;
+/// cleanup has run when it returns. Interrupted by SIGINT/SIGTERM, it
+/// returns the metrics measured so far with `interrupted` set (and a note
+/// in `live.notes`).
 pub fn run(opts: &Options) -> anyhow::Result<Outcome> {
     if let Some(why) = refusal() {
         bail!("{why}");
