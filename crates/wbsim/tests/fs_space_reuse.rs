@@ -5,7 +5,11 @@
 //! sparse backing file (`loop-virtio-sparse`), only writes to blocks the
 //! device has never written pay the backing store's allocation.
 
+mod common;
+
 use std::rc::Rc;
+
+use common::run_text;
 
 use sim::{Sim, Time, SEC};
 use wbsim::model::block::{BlockDevice, DeviceProfile};
@@ -119,4 +123,70 @@ fn first_writes_cost_device_time_only_on_a_sparse_backing_store() {
     // 16,384 new blocks at 0.43 us and 2.5 us per request: ~7 ms more of
     // serial device time, most of it behind the closing fsync.
     assert!(sparse > full + 5_000_000, "sparse {sparse} full {full}");
+}
+
+/// A scenario with one 256 MiB sequential buffered writer (fsync at the
+/// end) on xfs over a loop device of `profile` with `keys` overrides.
+fn sparse_run(profile: &str, keys: &str) -> wbsim::experiment::results::Results {
+    run_text(&format!(
+        r#"
+[scenario]
+name = "sparse"
+duration = "20s"
+
+[machine]
+cpus = 2
+memory = "8g"
+
+[[device]]
+name = "loop0"
+profile = "{profile}"
+{keys}
+
+[[filesystem]]
+name = "data"
+type = "xfs"
+device = "loop0"
+mountpoint = "/mnt/data"
+
+[[job]]
+filesystem = "data"
+fio = """
+[j]
+rw=write
+bs=1m
+size=256m
+end_fsync=1
+"""
+"#
+    ))
+}
+
+#[test]
+fn a_scenario_can_make_any_device_sparse() {
+    let full = sparse_run("loop-virtio", "");
+    let sparse = sparse_run("loop-virtio-sparse", "");
+    // The same costs as overrides of the fully allocated profile.
+    let over = sparse_run(
+        "loop-virtio",
+        "first_write_rq = \"2500ns\"\nfirst_write_block = \"430ns\"",
+    );
+    let blocks = |r: &wbsim::experiment::results::Results| {
+        r.stat("device.loop0.first_write_blocks", "value")
+    };
+    assert_eq!(blocks(&full), None);
+    // 256 MiB of data is 65,536 new blocks (plus the log's).
+    let b = blocks(&sparse).expect("counted");
+    assert!((65_536.0..66_000.0).contains(&b), "{b}");
+    assert_eq!(blocks(&over), Some(b));
+    let fsync = |r: &wbsim::experiment::results::Results| {
+        r.stat("fio.j.end_fsync", "mean").expect("end_fsync")
+    };
+    // The closing fsync waits for the writeback the first writes slowed.
+    assert!(
+        fsync(&sparse) > fsync(&full),
+        "{} {}",
+        fsync(&sparse),
+        fsync(&full)
+    );
 }

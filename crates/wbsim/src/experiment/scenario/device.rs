@@ -45,6 +45,10 @@ key_table! {
             "The device needs stable pages during writeback (BLK_FEAT_STABLE_WRITES).";
         wbt_lat: Duration => |p, ns| p.wbt_lat_ns = ns,
             "Writeback throttling's read-latency target (wbt_lat_usec); 0 turns blk-wbt off.";
+        first_write_rq: Duration => |p, ns| p.first_write_rq_ns = ns,
+            "Device time of a write request that reaches never-written blocks (a sparse backing file).";
+        first_write_block: Duration => |p, ns| p.first_write_block_ns = ns,
+            "Device time per 4 KiB block written for the first time (a sparse backing file).";
     }
 }
 

@@ -644,8 +644,9 @@ impl SuperBlock {
     /// (ext4's mballoc goal in the inode's group, XFS's by-block btree near
     /// the AG start): a file created after another was unlinked and evicted
     /// lands where that one was, so its writes reach blocks the device has
-    /// written before. Freed blocks are reusable at once (XFS's busy extents,
-    /// reusable only once the freeing transaction is on disk, are left out).
+    /// written before, once the filesystem has given the region back
+    /// ([`Filesystem::release_data_region`]: ext4 after the journal commit
+    /// that freed it, XFS after the log force, others at once).
     pub fn alloc_data_region(&self) -> u64 {
         let mut held = self.data_regions.borrow_mut();
         let mut r = 1;
