@@ -545,3 +545,47 @@ fn file_layout_options() {
     assert_eq!(jobs.jobs[1].fallocate, Fallocate::None);
     assert!(jobs.jobs[1].overwrite && jobs.jobs[1].norandommap);
 }
+
+#[test]
+fn exec_prerun_takes_bdi_sysfs_writes_only() {
+    use wbsim::workload::fio::{BdiKnob, BdiWrite};
+    let jf = parse_str(
+        "[j]\nsize=1m\nexec_prerun=echo 1 > /sys/class/bdi/loop0/strict_limit && \
+         echo 67108864 > /sys/class/bdi/loop0/max_bytes\n",
+        "jobs/t.fio",
+    )
+    .unwrap();
+    assert_eq!(
+        jf.jobs[0].exec_prerun,
+        [
+            BdiWrite {
+                bdi: "loop0".into(),
+                knob: BdiKnob::StrictLimit,
+                value: 1
+            },
+            BdiWrite {
+                bdi: "loop0".into(),
+                knob: BdiKnob::MaxBytes,
+                value: 64 * MIB
+            },
+        ]
+    );
+    // Anything but a write of a number to a modelled bdi knob is refused,
+    // naming the line and the option.
+    for bad in [
+        "rm -rf /tmp/x",
+        "echo 1 > /proc/sys/vm/drop_caches",
+        "echo 1 > /sys/class/bdi/loop0/read_ahead_kb",
+        "echo 2 > /sys/class/bdi/loop0/strict_limit",
+        "echo 101 > /sys/class/bdi/loop0/max_ratio",
+        "echo lots > /sys/class/bdi/loop0/max_bytes",
+    ] {
+        let e = err_of(&format!("[j]\nsize=1m\nexec_prerun={bad}\n"));
+        assert_eq!(
+            (e.line, e.option.as_deref()),
+            (3, Some("exec_prerun")),
+            "{bad}"
+        );
+        assert!(e.to_string().starts_with("jobs/t.fio:3:"), "{e}");
+    }
+}

@@ -66,6 +66,7 @@ use rand::Rng;
 use sim::{SimRng, Time};
 
 use super::fio::iolog::{IoSample, JobSamples};
+use super::fio::job::{BdiKnob, BdiWrite};
 use super::fio::{Fallocate, FioJob, IoEngine, RwMode};
 use super::world::{JobStats, World};
 use crate::model::errno::IoError;
@@ -76,6 +77,7 @@ use crate::model::io_uring::rw::{IoRing, Issue};
 use crate::model::kernel::sched::CgroupId;
 use crate::model::kernel::wait::WaitQueue;
 use crate::model::machine::Machine;
+use crate::model::mm::backing_dev::bdi_update_settings;
 use crate::model::mm::page_writeback::TaskDirty;
 use crate::model::mm::vmstat::PAGE_SIZE;
 
@@ -486,6 +488,39 @@ async fn layout_file(m: &Rc<Machine>, job: &FioJob, f: &File, size: u64) {
     }
 }
 
+/// One `echo VALUE > /sys/class/bdi/NAME/KNOB` of `exec_prerun=`: the bdi
+/// of the scenario device NAME (the newest, if it was mounted more than
+/// once) gets the knob set.
+fn bdi_sysfs_write(m: &Rc<Machine>, wr: &BdiWrite) -> Result<(), String> {
+    let bdi = m
+        .mm()
+        .bdis()
+        .iter()
+        .rev()
+        .find(|b| b.name == wr.bdi)
+        .cloned()
+        .ok_or_else(|| {
+            let names: Vec<String> = m.mm().bdis().iter().map(|b| b.name.clone()).collect();
+            format!(
+                "no /sys/class/bdi/{} (bdis: {})",
+                wr.bdi,
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )
+        })?;
+    let v = wr.value;
+    bdi_update_settings(m.mm(), &bdi, |s| match wr.knob {
+        BdiKnob::StrictLimit => s.strict_limit = v == 1,
+        BdiKnob::MaxBytes => s.max_bytes = v,
+        BdiKnob::MinRatio => s.min_ratio = v as u32,
+        BdiKnob::MaxRatio => s.max_ratio = v as u32,
+    });
+    Ok(())
+}
+
 async fn run_clone(
     w: &Rc<World>,
     job: &Rc<FioJob>,
@@ -499,6 +534,13 @@ async fn run_clone(
     let sim = m.sim().clone();
     if job.startdelay_ns > 0 {
         sim.sleep(job.startdelay_ns).await;
+    }
+    for wr in &job.exec_prerun {
+        if let Err(e) = bdi_sysfs_write(m, wr) {
+            w.error(format!("fio job '{}': exec_prerun: {e}", job.name));
+            finish_stats(w, stats_id, Some("EINVAL"), w.m.now());
+            return;
+        }
     }
     let mut files = Vec::with_capacity(paths.len());
     for p in paths {

@@ -121,7 +121,7 @@ pub fn boot(sim: &Sim, scenario: &Scenario, variant: &ResolvedVariant) -> Result
         let dev = BlockDevice::new(sim, &d.name, d.params.clone());
         dev.start_driver_worker(m.sched());
         devices.insert(d.name.clone(), dev);
-        bdi_settings.insert(d.name.clone(), d.bdi.clone());
+        bdi_settings.insert(d.name.clone(), d.bdi);
     }
 
     let mut cgroups = BTreeMap::new();

@@ -63,6 +63,8 @@ key_table! {
             "min_ratio, percent of the global dirty limit.";
         max_ratio: Percent => |b, n| b.max_ratio = n as u32,
             "max_ratio, percent of the global dirty limit.";
+        start_dirty_ratelimit: Bandwidth => |b, n| b.start_dirty_ratelimit = n / 4096,
+            "The bdi's dirty_ratelimit when the run starts (a device with a history; default: INIT_BW, 100 MiB/s).";
     }
 }
 

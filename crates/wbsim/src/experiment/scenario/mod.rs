@@ -149,6 +149,9 @@ mod bdi_json {
         max_bytes: Option<u64>,
         min_ratio: u32,
         max_ratio: u32,
+        /// KB/s as the kernel prints it; absent for a new device.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start_dirty_ratelimit_kbps: Option<u64>,
     }
 
     pub fn serialize<S: Serializer>(b: &BdiSettings, s: S) -> Result<S::Ok, S::Error> {
@@ -157,6 +160,8 @@ mod bdi_json {
             max_bytes: (b.max_bytes != 0).then_some(b.max_bytes),
             min_ratio: b.min_ratio,
             max_ratio: b.max_ratio,
+            start_dirty_ratelimit_kbps: (b.start_dirty_ratelimit != 0)
+                .then_some(b.start_dirty_ratelimit * 4),
         }
         .serialize(s)
     }
@@ -168,6 +173,7 @@ mod bdi_json {
             max_bytes: j.max_bytes.unwrap_or(0),
             min_ratio: j.min_ratio,
             max_ratio: j.max_ratio,
+            start_dirty_ratelimit: j.start_dirty_ratelimit_kbps.unwrap_or(0) / 4,
         })
     }
 }

@@ -9,7 +9,7 @@
 //! root wb whose flusher is a delayed work item on `bdi_wq`; the work function
 //! is the filesystem layer's `wb_workfn`, passed in at registration.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::rc::{Rc, Weak};
@@ -56,6 +56,11 @@ where
         };
         let wb = new_wb(mm, &workfn, wname, ctx);
         wb.bdi_id.set(id);
+        if settings.start_dirty_ratelimit > 0 {
+            let mut bw = wb.bw.borrow_mut();
+            bw.dirty_ratelimit = settings.start_dirty_ratelimit;
+            bw.balanced_dirty_ratelimit = settings.start_dirty_ratelimit;
+        }
         wbs.push(wb);
     }
     let dirty_cfg = bdi_dirty_config(mm, &settings);
@@ -63,9 +68,9 @@ where
         id,
         name: name.to_string(),
         can_writeback,
-        settings,
+        settings: Cell::new(settings),
         wbs,
-        dirty_cfg,
+        dirty_cfg: Cell::new(dirty_cfg),
         tot_write_bandwidth: std::cell::Cell::new(0),
         cgwb_tree: RefCell::new(BTreeMap::new()),
         cgwb_list: RefCell::new(BTreeMap::new()),
@@ -94,6 +99,18 @@ fn new_wb(mm: &Mm, workfn: &WbWorkFn, wname: String, ctx: usize) -> Rc<Wb> {
     });
     let _ = wb.dwork.set(dwork);
     wb
+}
+
+/// A write to the bdi's sysfs knobs (`strict_limit_store`, `max_bytes_store`,
+/// `min_ratio_store`, `max_ratio_store` in mm/backing-dev.c): `update`
+/// changes the settings, and the throttling configuration is recomputed
+/// from them (`max_bytes` against the global threshold of this moment, as
+/// `bdi_set_max_bytes` converts it).
+pub fn bdi_update_settings(mm: &Mm, bdi: &Bdi, update: impl FnOnce(&mut BdiSettings)) {
+    let mut s = bdi.settings.get();
+    update(&mut s);
+    bdi.settings.set(s);
+    bdi.dirty_cfg.set(bdi_dirty_config(mm, &s));
 }
 
 /// The bdi's throttling configuration from its sysfs-like settings; `max_bytes`

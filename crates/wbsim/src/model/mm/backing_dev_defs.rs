@@ -332,8 +332,9 @@ impl Wb {
     }
 }
 
-/// Per-bdi settings (`/sys/class/bdi/*/`): scenario settings.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// Per-bdi settings (`/sys/class/bdi/*/`): scenario settings, and what a
+/// job writes to those files while it runs (`bdi_update_settings`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BdiSettings {
     /// BDI_CAP_STRICTLIMIT (`strict_limit`).
     pub strict_limit: bool,
@@ -343,6 +344,14 @@ pub struct BdiSettings {
     pub min_ratio: u32,
     /// `max_ratio`, percent (100 = no cap).
     pub max_ratio: u32,
+    /// Not a sysfs knob but the bdi's state when the run starts: the root
+    /// wbs' `dirty_ratelimit` (and `balanced_dirty_ratelimit`), pages/s. A
+    /// bdi lives as long as its device and keeps these rates from the
+    /// device's earlier use; a device that existed before the scenario
+    /// starts with what its history left (the `bdi_dirty_ratelimit`
+    /// tracepoint shows it). 0 (the default): `wb_init`'s INIT_BW, a new
+    /// device.
+    pub start_dirty_ratelimit: u64,
 }
 
 /// `struct backing_dev_info`.
@@ -352,11 +361,12 @@ pub struct Bdi {
     pub name: String,
     /// BDI_CAP_WRITEBACK: tmpfs/ramfs have none.
     pub can_writeback: bool,
-    pub settings: BdiSettings,
+    /// The sysfs knobs as last set.
+    pub settings: Cell<BdiSettings>,
     /// Root wb of each writeback context (`bdi->wb_ctx[i]->wb`).
     pub wbs: Vec<Rc<Wb>>,
     /// The throttling view of the settings (ratios in kernel units).
-    pub dirty_cfg: BdiDirtyConfig,
+    pub dirty_cfg: Cell<BdiDirtyConfig>,
     /// `bdi->tot_write_bandwidth`: sum of its dirty wbs' write bandwidth, pages/s.
     pub tot_write_bandwidth: Cell<u64>,
     /// `cgwb_tree` of each writeback context: live cgroup wbs by

@@ -358,6 +358,9 @@ pub struct FioJob {
     pub osync: bool,
     /// `wait_for=`: the job waits for this job to finish.
     pub wait_for: Option<String>,
+    /// `exec_prerun=`: sysfs writes each clone makes before it starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exec_prerun: Vec<BdiWrite>,
     /// `rate_process=poisson`: exponential gaps between rated I/Os.
     pub rate_poisson: bool,
     /// `fill_device=`: write until the device is full (no size limit).
@@ -449,6 +452,7 @@ impl FioJob {
             zoneskip_bytes: 0,
             osync: false,
             wait_for: None,
+            exec_prerun: Vec::new(),
             rate_poisson: false,
             fill_device: false,
             groupid: 0,
@@ -603,4 +607,53 @@ pub fn split_fio_list(s: &str) -> Vec<String> {
     out.push(cur);
     out.retain(|f| !f.is_empty());
     out
+}
+
+/// A bdi knob a job may write (`/sys/class/bdi/NAME/KNOB`, mm/backing-dev.c).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BdiKnob {
+    /// `strict_limit`: 0 or 1.
+    StrictLimit,
+    /// `max_bytes`: cap of the bdi's dirty share, bytes (0: none).
+    MaxBytes,
+    /// `min_ratio`: percent, 0-100.
+    MinRatio,
+    /// `max_ratio`: percent, 0-100.
+    MaxRatio,
+}
+
+impl BdiKnob {
+    /// The knob of a sysfs file name.
+    pub fn from_sysfs(name: &str) -> Option<Self> {
+        Some(match name {
+            "strict_limit" => BdiKnob::StrictLimit,
+            "max_bytes" => BdiKnob::MaxBytes,
+            "min_ratio" => BdiKnob::MinRatio,
+            "max_ratio" => BdiKnob::MaxRatio,
+            _ => return None,
+        })
+    }
+
+    /// The values the kernel's store function accepts (others: -EINVAL).
+    pub fn check(self, value: u64) -> Result<(), String> {
+        match self {
+            BdiKnob::StrictLimit if value > 1 => Err("strict_limit takes 0 or 1".into()),
+            BdiKnob::MinRatio | BdiKnob::MaxRatio if value > 100 => {
+                Err("a ratio is a percentage, 0-100".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One `echo VALUE > /sys/class/bdi/BDI/KNOB` of `exec_prerun=`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BdiWrite {
+    /// The bdi's directory name: a scenario device's name.
+    pub bdi: String,
+    /// The file written.
+    pub knob: BdiKnob,
+    /// The number written.
+    pub value: u64,
 }

@@ -34,7 +34,7 @@ pub mod units;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use job::{Fallocate, FioInstance, FioJob, IoEngine, OptionSource, RwMode};
+pub use job::{BdiKnob, BdiWrite, Fallocate, FioInstance, FioJob, IoEngine, OptionSource, RwMode};
 pub use output::{
     FioDdirStats, FioJobOutput, FioLatStats, FioOutput, FioPercentiles, FioSyncStats,
     FIO_DEFAULT_PERCENTILES,

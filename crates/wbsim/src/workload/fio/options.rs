@@ -13,7 +13,7 @@
 //! supported (`rw=read:-8k`, a sequential skip, is).
 
 use super::dist::{BlockSizes, RandomDistribution};
-use super::job::{Fallocate, FioJob, IoEngine, OptionSource, RwMode};
+use super::job::{BdiKnob, BdiWrite, Fallocate, FioJob, IoEngine, OptionSource, RwMode};
 use super::units::{
     parse_bool, parse_int, parse_size, parse_time_secs_default_ns, SIZE_HINT, TIME_HINT,
 };
@@ -60,6 +60,9 @@ pub enum OptKind {
     SignedInt,
     /// One of fixed words.
     Choice(&'static [&'static str]),
+    /// A shell command line of `exec_prerun=`: only writes of numbers to
+    /// `/sys/class/bdi/NAME/KNOB` are modelled.
+    Exec,
 }
 
 /// One supported option.
@@ -162,6 +165,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt("zoneskip",        &[],                    OptKind::SizeOrZero, "bytes skipped after each zone"),
     opt("sync",            &[],                    OptKind::Choice(&["0", "1", "none", "sync", "dsync"]), "O_SYNC/O_DSYNC writes"),
     opt("wait_for",        &[],                    OptKind::Str,      "start after the named job has finished"),
+    opt("exec_prerun",     &[],                    OptKind::Exec,     "before the job: echo N > /sys/class/bdi/DEV/KNOB (&&-separated)"),
     opt("rate_process",    &[],                    OptKind::Choice(&["linear", "poisson"]), "linear or Poisson (exponential) gaps between rated I/Os"),
     opt("fill_device",     &["fill_fs"],           OptKind::Bool,     "write until the device is full (no size limit)"),
 ];
@@ -329,6 +333,47 @@ pub enum OptValue {
     /// Read and write block size choices (`None`: unchanged).
     Sizes(Option<BlockSizes>, Option<BlockSizes>),
     Dist(RandomDistribution),
+    /// `exec_prerun=`'s writes.
+    BdiWrites(Vec<BdiWrite>),
+}
+
+/// `exec_prerun=`: commands separated by `&&` (the job-file reader cuts a
+/// line at `;`, as fio does), each
+/// `echo N > /sys/class/bdi/NAME/KNOB` with KNOB one of [`BdiKnob`]'s and N
+/// a decimal integer, as the shell and sysfs take them. Anything else is an
+/// error: wbsim runs no other command.
+fn parse_bdi_writes(v: &str) -> Result<Vec<BdiWrite>, String> {
+    const FORM: &str = "wbsim runs only `echo N > /sys/class/bdi/DEVICE/KNOB` \
+                        (KNOB: strict_limit, max_bytes, min_ratio, max_ratio), \
+                        separated by '&&'";
+    let mut out = Vec::new();
+    for cmd in v.split("&&") {
+        let cmd = cmd.trim();
+        if cmd.is_empty() {
+            continue;
+        }
+        let bad = || format!("'{cmd}': {FORM}");
+        let rest = cmd.strip_prefix("echo ").ok_or_else(bad)?;
+        let (value, path) = rest.split_once('>').ok_or_else(bad)?;
+        let value: u64 = value.trim().parse().map_err(|_| bad())?;
+        let path = path.trim();
+        let tail = path.strip_prefix("/sys/class/bdi/").ok_or_else(bad)?;
+        let (bdi, knob) = tail.split_once('/').ok_or_else(bad)?;
+        let knob = BdiKnob::from_sysfs(knob).ok_or_else(bad)?;
+        if bdi.is_empty() || bdi.contains('/') {
+            return Err(bad());
+        }
+        knob.check(value).map_err(|e| format!("'{cmd}': {e}"))?;
+        out.push(BdiWrite {
+            bdi: bdi.to_string(),
+            knob,
+            value,
+        });
+    }
+    if out.is_empty() {
+        return Err(FORM.to_string());
+    }
+    Ok(out)
 }
 
 /// Parses `raw` (None for a bare key) for `spec`. The error is the reason,
@@ -382,6 +427,7 @@ pub fn parse_value(spec: &OptionSpec, raw: Option<&str>) -> Result<OptValue, Str
             .map(OptValue::Fallocate)
             .ok_or_else(|| "expected native, posix, keep, truncate, none, 0 or 1".to_string()),
         OptKind::LogName => Ok(OptValue::Str(v.to_string())),
+        OptKind::Exec => parse_bdi_writes(v).map(OptValue::BdiWrites),
         OptKind::Str => {
             if v.is_empty() {
                 Err("expected a non-empty string".to_string())
@@ -638,6 +684,7 @@ pub fn apply(job: &mut FioJob, spec: &OptionSpec, value: &OptValue, src: &Option
         ("zoneskip", V::U64(n)) => job.zoneskip_bytes = *n,
         ("sync", V::Str(s)) => job.osync = !matches!(s.as_str(), "0" | "none"),
         ("wait_for", V::Str(s)) => job.wait_for = Some(s.clone()),
+        ("exec_prerun", V::BdiWrites(w)) => job.exec_prerun = w.clone(),
         ("rate_process", V::Str(s)) => job.rate_poisson = s == "poisson",
         ("fill_device", V::Bool(b)) => job.fill_device = *b,
         // parse_value() produces the value type matching each kind above.
@@ -676,6 +723,7 @@ mod tests {
                 OptKind::SizeOrZero => "0",
                 OptKind::SignedInt => "-2",
                 OptKind::Choice(w) => w[w.len() - 1],
+                OptKind::Exec => "echo 1 > /sys/class/bdi/loop0/strict_limit",
             };
             let v = parse_value(spec, Some(sample)).expect(spec.name);
             let mut job = FioJob::with_defaults("j", "t", 1);

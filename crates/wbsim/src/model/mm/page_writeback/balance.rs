@@ -127,7 +127,7 @@ pub fn wb_bdi(mm: &Mm, wb: &Wb) -> Option<Rc<Bdi>> {
 }
 
 fn bdi_min_ratio_sum(mm: &Mm) -> u64 {
-    mm.bdis().iter().map(|b| b.dirty_cfg.min_ratio).sum()
+    mm.bdis().iter().map(|b| b.dirty_cfg.get().min_ratio).sum()
 }
 
 /// `wb`'s share of domain `dom` (global or its memcg's): its writeout
@@ -136,7 +136,7 @@ fn wb_share(mm: &Mm, dom: &mut WbDomain, wb: &Wb, bdi: &Bdi) -> WbShare {
     WbShare::new(
         dom,
         wb.id,
-        &bdi.dirty_cfg,
+        &bdi.dirty_cfg.get(),
         bdi_min_ratio_sum(mm),
         wb.bw.borrow().avg_write_bandwidth,
         bdi.tot_write_bandwidth.get(),
@@ -314,7 +314,7 @@ pub async fn balance_dirty_pages_ratelimited(
             wb: wb_counts(wb),
             wb_has_dirty_io: wb.has_dirty_io(),
             writeback_in_progress: wb.running.get(),
-            bdi: bdi.dirty_cfg,
+            bdi: bdi.dirty_cfg.get(),
             bdi_name: &wb.name,
             bdi_min_ratio_sum: bdi_min_ratio_sum(mm),
             tot_write_bandwidth: bdi.tot_write_bandwidth.get(),
