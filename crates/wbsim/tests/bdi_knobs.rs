@@ -108,3 +108,15 @@ fn a_device_with_a_history_starts_at_its_dirty_ratelimit() {
         pause(&fresh)
     );
 }
+
+#[test]
+fn any_number_a_shell_could_write_is_taken_without_a_panic() {
+    // The largest u64 as max_bytes (no cap in effect), and min_ratio above
+    // max_ratio (the kernel refuses it with -EINVAL: the knob keeps its
+    // value), then a normal job.
+    let jobs = "[j]\nexec_prerun=echo 18446744073709551615 > /sys/class/bdi/loop0/max_bytes && \
+                echo 10 > /sys/class/bdi/loop0/max_ratio && \
+                echo 50 > /sys/class/bdi/loop0/min_ratio\nsize=64m\n";
+    let r = run_text(&scenario("", jobs));
+    assert!(stat(&r, "fio.j.write_bw", "value") > 0.0);
+}

@@ -128,7 +128,9 @@ fn bdi_dirty_config(mm: &Mm, s: &BdiSettings) -> BdiDirtyConfig {
     };
     if s.max_bytes > 0 {
         let thresh_bytes = mm.global_thresholds().thresh * PAGE_SIZE;
-        let pct = (s.max_bytes * 100)
+        let pct = s
+            .max_bytes
+            .saturating_mul(100)
             .div_ceil(thresh_bytes.max(1))
             .clamp(1, 100);
         max = max.min(pct);
