@@ -51,13 +51,13 @@ use super::bio::{rwbs, Bio, BioFlags, BioOp, SECTOR_BYTES};
 use super::profile::DeviceProfile;
 use super::stats::DeviceStats;
 use super::wbt::{Wbt, WbtStats};
+use crate::model::errno::Errno;
+use crate::model::kernel::interval::IntervalSet;
+use crate::model::kernel::sched::{CgroupId, Sched};
 
 /// Granularity of a sparse backing store's allocation, bytes (the backing
 /// filesystem's block: 4 KiB for the ext4 under the probe's images).
 const BACKING_BLOCK: u64 = 4096;
-use crate::model::errno::Errno;
-use crate::model::kernel::interval::IntervalSet;
-use crate::model::kernel::sched::{CgroupId, Sched};
 
 /// A bio's completion callback, as `bio->bi_end_io`.
 pub type EndIo = Box<dyn FnOnce()>;

@@ -29,7 +29,7 @@
 //! no periodic 5 s commit: fsync and sync_fs commit). Without a `size` option there
 //! is no accounting and the switch never fires.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 
 use sim::{Time, USEC};
@@ -186,12 +186,6 @@ pub struct Ext4Space {
 #[derive(Default)]
 pub struct Ext4 {
     space: Option<Ext4Space>,
-    /// Data regions of files evicted in the running transaction: their
-    /// blocks are freed, but mballoc may hand them out again only once
-    /// the transaction that freed them has committed (`ext4_free_blocks`
-    /// puts them on the transaction's list, `ext4_process_freed_data`
-    /// releases them to the buddy allocator after the commit).
-    freed_regions: RefCell<Vec<u64>>,
 }
 
 impl Ext4 {
@@ -203,7 +197,6 @@ impl Ext4 {
                 free: Cell::new(mkfs_free_clusters(bytes)),
                 ..Ext4Space::default()
             }),
-            ..Ext4::default()
         }
     }
 
@@ -277,7 +270,7 @@ impl Ext4 {
     /// A jbd2 commit of the running transaction; the data regions it freed
     /// become allocatable when it is on disk.
     async fn commit(&self, m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
-        let freed = std::mem::take(&mut *self.freed_regions.borrow_mut());
+        let freed = sb.take_uncommitted_regions();
         m.sched().cpu(EXT4_COMMIT_CPU_NS).await;
         if let Some(dev) = &sb.device {
             let flags = BioFlags {
@@ -289,9 +282,7 @@ impl Ext4 {
             dev.submit_bio_wait(Bio::write(JOURNAL_OFFSET, EXT4_COMMIT_BYTES).with_flags(flags))
                 .await;
         }
-        for base in freed {
-            sb.free_data_region(base);
-        }
+        sb.free_committed_regions(freed);
     }
 }
 
@@ -344,8 +335,11 @@ impl Filesystem for Ext4 {
             sp.free.set(sp.free.get().saturating_sub(pages));
         }
     }
-    fn release_data_region(&self, _sb: &SuperBlock, disk_base: u64) {
-        self.freed_regions.borrow_mut().push(disk_base);
+    fn frees_space_at_commit(&self) -> bool {
+        // ext4_free_blocks puts the freed extents on the running
+        // transaction's list; ext4_process_freed_data gives them to the
+        // buddy allocator once that transaction has committed.
+        true
     }
     fn evict_blocks(&self, _sb: &SuperBlock, inode: &Inode) {
         let Some(sp) = &self.space else { return };

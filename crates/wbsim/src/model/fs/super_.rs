@@ -108,6 +108,7 @@ pub fn sget(
         inodes: RefCell::new(BTreeMap::new()),
         next_ino: Cell::new(1),
         data_regions: RefCell::new(BTreeSet::new()),
+        uncommitted_regions: RefCell::new(Vec::new()),
         s_active: Cell::new(1),
         s_dead_at: Cell::new(None),
         s_isw_nr_in_flight: Cell::new(0),
@@ -293,7 +294,7 @@ async fn evict_as(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef, at_umo
     filemap_fdatawait(m, inode).await;
     if !at_umount {
         sb.fs.evict_blocks(sb, inode);
-        sb.fs.release_data_region(sb, inode.disk_base);
+        sb.release_data_region(inode.disk_base);
     }
     let d = inode.mapping.borrow_mut().truncate_all();
     mem_cgroup_uncharge_freed(m.mm(), inode.memcg.get(), d.cached);

@@ -510,12 +510,13 @@ pub trait Filesystem {
     fn blocks_allocated(&self, sb: &SuperBlock, pages: u64) {
         let _ = (sb, pages);
     }
-    /// An unlinked file's data region (starting at `disk_base`) is freed:
-    /// by default it can be allocated again at once
-    /// ([`SuperBlock::free_data_region`]); a journalling filesystem may hold
-    /// it until the transaction that freed it commits.
-    fn release_data_region(&self, sb: &SuperBlock, disk_base: u64) {
-        sb.free_data_region(disk_base);
+    /// Whether an unlinked file's freed space can be allocated again only
+    /// once the transaction that freed it is on disk (ext4's jbd2 commit,
+    /// XFS's busy extents until the log force): the filesystem then hands
+    /// the superblock's deferred regions back after each commit
+    /// ([`SuperBlock::take_uncommitted_regions`]). Default: no, at once.
+    fn frees_space_at_commit(&self) -> bool {
+        false
     }
     /// An unlinked inode is evicted: its blocks and delalloc reservations
     /// go back to the filesystem (called before its pages are dropped).
@@ -572,6 +573,9 @@ pub struct SuperBlock {
     /// index: a new file takes the lowest free one, an unlinked file's goes
     /// back when it is evicted.
     pub data_regions: RefCell<BTreeSet<u64>>,
+    /// Regions of files evicted in the running transaction, on a filesystem
+    /// that frees space at commit ([`Filesystem::frees_space_at_commit`]).
+    pub uncommitted_regions: RefCell<Vec<u64>>,
     /// `s_active`: active references (one per mount of this superblock).
     pub s_active: Cell<u32>,
     /// When shutdown finished and the device was released (SB_DEAD), ns.
@@ -644,9 +648,9 @@ impl SuperBlock {
     /// (ext4's mballoc goal in the inode's group, XFS's by-block btree near
     /// the AG start): a file created after another was unlinked and evicted
     /// lands where that one was, so its writes reach blocks the device has
-    /// written before, once the filesystem has given the region back
-    /// ([`Filesystem::release_data_region`]: ext4 after the journal commit
-    /// that freed it, XFS after the log force, others at once).
+    /// written before, once the region is free again
+    /// ([`SuperBlock::release_data_region`]: at once, or after the commit
+    /// that freed it).
     pub fn alloc_data_region(&self) -> u64 {
         let mut held = self.data_regions.borrow_mut();
         let mut r = 1;
@@ -660,12 +664,32 @@ impl SuperBlock {
         r
     }
 
-    /// Gives back the data region of a file whose data started at
-    /// `disk_base` (its blocks were freed).
-    pub fn free_data_region(&self, disk_base: u64) {
-        self.data_regions
-            .borrow_mut()
-            .remove(&(disk_base / FILE_REGION_BYTES));
+    /// An evicted file's data region (its data started at `disk_base`): free
+    /// at once, or, where the filesystem frees space at commit, held until
+    /// the next commit ([`SuperBlock::take_uncommitted_regions`]).
+    pub fn release_data_region(&self, disk_base: u64) {
+        let region = disk_base / FILE_REGION_BYTES;
+        if self.fs.frees_space_at_commit() {
+            self.uncommitted_regions.borrow_mut().push(region);
+        } else {
+            self.data_regions.borrow_mut().remove(&region);
+        }
+    }
+
+    /// A commit of the filesystem's journal or log starts: the regions
+    /// freed so far are in it. Give them to
+    /// [`SuperBlock::free_committed_regions`] once it is on disk.
+    pub fn take_uncommitted_regions(&self) -> Vec<u64> {
+        std::mem::take(&mut *self.uncommitted_regions.borrow_mut())
+    }
+
+    /// The commit that freed `regions` is on disk: they can be allocated
+    /// again.
+    pub fn free_committed_regions(&self, regions: Vec<u64>) {
+        let mut held = self.data_regions.borrow_mut();
+        for r in regions {
+            held.remove(&r);
+        }
     }
 
     /// Allocates a new inode in the root directory (`new_inode` +

@@ -403,11 +403,6 @@ pub struct Xfs {
     /// Per superblock, the ioend completion workqueue
     /// (`m_unwritten_workqueue`, "xfs-conv/<dev>"), created at first use.
     conv_wq: RefCell<BTreeMap<u64, Workqueue>>,
-    /// Per superblock, data regions of files freed since the last log
-    /// force: their extents are busy (`xfs_extent_busy_insert`) until the
-    /// freeing transaction is on disk, and the allocator goes around busy
-    /// extents where it has other free space.
-    busy_regions: RefCell<BTreeMap<u64, Vec<u64>>>,
 }
 
 impl Xfs {
@@ -509,11 +504,9 @@ impl Xfs {
     /// The busy regions freed before it are released when it is done
     /// (`xlog_cil_committed` -> `xfs_extent_busy_clear`).
     async fn log_force(&self, m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
-        let busy = self.busy_regions.borrow_mut().remove(&sb.id);
+        let busy = sb.take_uncommitted_regions();
         self.force_log(m, sb).await;
-        for base in busy.into_iter().flatten() {
-            sb.free_data_region(base);
-        }
+        sb.free_committed_regions(busy);
     }
 
     async fn force_log(&self, m: &Rc<Machine>, sb: &Rc<SuperBlock>) {
@@ -552,12 +545,11 @@ impl Filesystem for Xfs {
     fn unwritten_convert_ns(&self, records: usize) -> Time {
         xfs_unwritten_convert_ns(records)
     }
-    fn release_data_region(&self, sb: &SuperBlock, disk_base: u64) {
-        self.busy_regions
-            .borrow_mut()
-            .entry(sb.id)
-            .or_default()
-            .push(disk_base);
+    fn frees_space_at_commit(&self) -> bool {
+        // Freed extents are busy (xfs_extent_busy_insert) until the freeing
+        // transaction is on disk (xfs_extent_busy_clear at CIL commit); the
+        // allocator goes around busy extents where it has other free space.
+        true
     }
     /// `xfs_dialloc` with `inode64`: the file's inode in its directory's AG.
     fn alloc_ino(&self, m: &Machine, sb: &SuperBlock, dir: &str) -> Option<u64> {
