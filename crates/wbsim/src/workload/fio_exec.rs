@@ -66,7 +66,7 @@ use rand::Rng;
 use sim::{SimRng, Time};
 
 use super::fio::iolog::{IoSample, JobSamples};
-use super::fio::job::{BdiKnob, BdiWrite};
+use super::fio::job::BdiWrite;
 use super::fio::{Fallocate, FioJob, IoEngine, RwMode};
 use super::world::{JobStats, World};
 use crate::model::errno::IoError;
@@ -511,14 +511,7 @@ fn bdi_sysfs_write(m: &Rc<Machine>, wr: &BdiWrite) -> Result<(), String> {
                 }
             )
         })?;
-    let v = wr.value;
-    bdi_update_settings(m.mm(), &bdi, |s| match wr.knob {
-        BdiKnob::StrictLimit => s.strict_limit = v == 1,
-        BdiKnob::MaxBytes => s.max_bytes = v,
-        BdiKnob::MinRatio => s.min_ratio = v as u32,
-        BdiKnob::MaxRatio => s.max_ratio = v as u32,
-    });
-    Ok(())
+    bdi_update_settings(m.mm(), &bdi, |s| s.sysfs_store(wr.knob, wr.value))
 }
 
 async fn run_clone(

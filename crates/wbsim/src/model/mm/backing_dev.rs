@@ -106,11 +106,13 @@ fn new_wb(mm: &Mm, workfn: &WbWorkFn, wname: String, ctx: usize) -> Rc<Wb> {
 /// changes the settings, and the throttling configuration is recomputed
 /// from them (`max_bytes` against the global threshold of this moment, as
 /// `bdi_set_max_bytes` converts it).
-pub fn bdi_update_settings(mm: &Mm, bdi: &Bdi, update: impl FnOnce(&mut BdiSettings)) {
+/// Returns what `update` returns.
+pub fn bdi_update_settings<R>(mm: &Mm, bdi: &Bdi, update: impl FnOnce(&mut BdiSettings) -> R) -> R {
     let mut s = bdi.settings.get();
-    update(&mut s);
+    let r = update(&mut s);
     bdi.settings.set(s);
     bdi.dirty_cfg.set(bdi_dirty_config(mm, &s));
+    r
 }
 
 /// The bdi's throttling configuration from its sysfs-like settings; `max_bytes`

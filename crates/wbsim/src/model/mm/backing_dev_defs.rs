@@ -354,6 +354,65 @@ pub struct BdiSettings {
     pub start_dirty_ratelimit: u64,
 }
 
+/// A file of `/sys/class/bdi/NAME/` that [`BdiSettings::sysfs_store`]
+/// writes (mm/backing-dev.c).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BdiKnob {
+    /// `strict_limit`: 0 or 1.
+    StrictLimit,
+    /// `max_bytes`: cap of the bdi's dirty share, bytes (0: none).
+    MaxBytes,
+    /// `min_ratio`: percent, 0-100.
+    MinRatio,
+    /// `max_ratio`: percent, 0-100.
+    MaxRatio,
+}
+
+impl BdiKnob {
+    /// The knob of a sysfs file name.
+    pub fn from_sysfs(name: &str) -> Option<Self> {
+        Some(match name {
+            "strict_limit" => BdiKnob::StrictLimit,
+            "max_bytes" => BdiKnob::MaxBytes,
+            "min_ratio" => BdiKnob::MinRatio,
+            "max_ratio" => BdiKnob::MaxRatio,
+            _ => return None,
+        })
+    }
+}
+
+impl BdiSettings {
+    /// A write of `value` to the sysfs file `knob` (`strict_limit_store`,
+    /// `max_bytes_store`, `min_ratio_store`, `max_ratio_store`): the
+    /// setting changes, or, for a value the kernel refuses with -EINVAL,
+    /// stays and the reason comes back.
+    pub fn sysfs_store(&mut self, knob: BdiKnob, value: u64) -> Result<(), String> {
+        match knob {
+            BdiKnob::StrictLimit if value > 1 => Err("strict_limit takes 0 or 1".into()),
+            BdiKnob::MinRatio | BdiKnob::MaxRatio if value > 100 => {
+                Err("a ratio is a percentage, 0-100".into())
+            }
+            BdiKnob::StrictLimit => {
+                self.strict_limit = value == 1;
+                Ok(())
+            }
+            BdiKnob::MaxBytes => {
+                self.max_bytes = value;
+                Ok(())
+            }
+            BdiKnob::MinRatio => {
+                self.min_ratio = value as u32;
+                Ok(())
+            }
+            BdiKnob::MaxRatio => {
+                self.max_ratio = value as u32;
+                Ok(())
+            }
+        }
+    }
+}
+
 /// `struct backing_dev_info`.
 pub struct Bdi {
     pub id: u64,

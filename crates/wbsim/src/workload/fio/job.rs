@@ -609,43 +609,7 @@ pub fn split_fio_list(s: &str) -> Vec<String> {
     out
 }
 
-/// A bdi knob a job may write (`/sys/class/bdi/NAME/KNOB`, mm/backing-dev.c).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BdiKnob {
-    /// `strict_limit`: 0 or 1.
-    StrictLimit,
-    /// `max_bytes`: cap of the bdi's dirty share, bytes (0: none).
-    MaxBytes,
-    /// `min_ratio`: percent, 0-100.
-    MinRatio,
-    /// `max_ratio`: percent, 0-100.
-    MaxRatio,
-}
-
-impl BdiKnob {
-    /// The knob of a sysfs file name.
-    pub fn from_sysfs(name: &str) -> Option<Self> {
-        Some(match name {
-            "strict_limit" => BdiKnob::StrictLimit,
-            "max_bytes" => BdiKnob::MaxBytes,
-            "min_ratio" => BdiKnob::MinRatio,
-            "max_ratio" => BdiKnob::MaxRatio,
-            _ => return None,
-        })
-    }
-
-    /// The values the kernel's store function accepts (others: -EINVAL).
-    pub fn check(self, value: u64) -> Result<(), String> {
-        match self {
-            BdiKnob::StrictLimit if value > 1 => Err("strict_limit takes 0 or 1".into()),
-            BdiKnob::MinRatio | BdiKnob::MaxRatio if value > 100 => {
-                Err("a ratio is a percentage, 0-100".into())
-            }
-            _ => Ok(()),
-        }
-    }
-}
+pub use crate::model::mm::backing_dev::BdiKnob;
 
 /// One `echo VALUE > /sys/class/bdi/BDI/KNOB` of `exec_prerun=`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

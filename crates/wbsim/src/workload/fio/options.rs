@@ -17,6 +17,7 @@ use super::job::{BdiKnob, BdiWrite, Fallocate, FioJob, IoEngine, OptionSource, R
 use super::units::{
     parse_bool, parse_int, parse_size, parse_time_secs_default_ns, SIZE_HINT, TIME_HINT,
 };
+use crate::model::mm::backing_dev::BdiSettings;
 
 /// How an option's value is parsed and stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -363,7 +364,10 @@ fn parse_bdi_writes(v: &str) -> Result<Vec<BdiWrite>, String> {
         if bdi.is_empty() || bdi.contains('/') {
             return Err(bad());
         }
-        knob.check(value).map_err(|e| format!("'{cmd}': {e}"))?;
+        // The kernel's checks, on a scratch copy of the settings.
+        BdiSettings::default()
+            .sysfs_store(knob, value)
+            .map_err(|e| format!("'{cmd}': {e}"))?;
         out.push(BdiWrite {
             bdi: bdi.to_string(),
             knob,
