@@ -5,47 +5,14 @@
 
 mod common;
 
-use common::{run_text, stat, wbsim_in};
+use common::{run_text, stat, wbsim_in, xfs_on_loop0};
 
 /// One xfs on `loop0` (a fully allocated loop device), `bdi` extra
-/// `[device.bdi]` lines, and the fio text `jobs`.
+/// `[device.bdi]` lines, and the fio jobs `jobs` (1 MiB sequential writes,
+/// fsync at the end, files removed after each job).
 fn scenario(bdi: &str, jobs: &str) -> String {
-    format!(
-        r#"
-[scenario]
-name = "bdi-knobs"
-duration = "60s"
-
-[machine]
-cpus = 2
-memory = "8g"
-
-[[device]]
-name = "loop0"
-profile = "loop-virtio"
-
-[device.bdi]
-{bdi}
-
-[[filesystem]]
-name = "data"
-type = "xfs"
-device = "loop0"
-mountpoint = "/mnt/data"
-
-[[job]]
-filesystem = "data"
-fio = """
-[global]
-rw=write
-bs=1m
-end_fsync=1
-unlink=1
-group_reporting
-{jobs}
-"""
-"#
-    )
+    let fio = format!("[global]\nrw=write\nbs=1m\nend_fsync=1\nunlink=1\ngroup_reporting\n{jobs}");
+    xfs_on_loop0("loop-virtio", "", bdi, &fio)
 }
 
 #[test]

@@ -5,8 +5,11 @@
 //! once free clusters are under 1.5x the dirty ones; a write that stays
 //! under half the free space never does either. Counters go back at unlink.
 
+mod common;
+
 use std::rc::Rc;
 
+use common::{mounted, write_then_fsync};
 use sim::{Sim, Time, MSEC, SEC};
 use wbsim::model::block::{BlockDevice, DeviceProfile};
 use wbsim::model::fs::ext4::{ext4_freeclusters_watermark, mkfs_free_clusters, Ext4};
@@ -14,7 +17,6 @@ use wbsim::model::fs::read_write::{
     create_file, vfs_fallocate, vfs_unlink, vfs_write, File, IoFlags,
 };
 use wbsim::model::fs::super_::sget;
-use wbsim::model::fs::sync::vfs_fsync;
 use wbsim::model::fs::vfs::SuperBlock;
 use wbsim::model::init::MachineConfig;
 use wbsim::model::machine::Machine;
@@ -45,18 +47,7 @@ fn machine(
 /// Writes `len` bytes in 1 MiB writes, then fsyncs. Returns the simulated
 /// time the writes took (the fsync left out).
 async fn write_fsync(m: Rc<Machine>, f: File, len: u64) -> Time {
-    let t0 = m.now();
-    let mut task = TaskDirty::default();
-    let mut pos = 0;
-    while pos < len {
-        vfs_write(&m, &mut task, &f, pos, MIB, IoFlags::default())
-            .await
-            .unwrap();
-        pos += MIB;
-    }
-    let took = m.now() - t0;
-    vfs_fsync(&m, &f.sb, &f.inode, false).await;
-    took
+    write_then_fsync(m, f, len).await.0
 }
 
 #[test]
@@ -202,14 +193,11 @@ fn only_blocks_in_holes_pay_the_delalloc_reservation() {
     // follows the holes (ext4_da_map_blocks -> ext4_insert_delayed_blocks).
     let sim = Sim::new(1);
     let cfg = MachineConfig::new(2, 24 << 30);
-    let m = Machine::new(&sim, cfg).unwrap();
-    let dev = BlockDevice::new(&sim, "loop0", DeviceProfile::nvme_dc());
-    let sb = sget(
-        &m,
-        "ext4",
+    let (m, sb) = mounted(
+        &sim,
+        cfg,
+        DeviceProfile::nvme_dc(),
         Rc::new(Ext4::default()),
-        Some(dev),
-        BdiSettings::default(),
     );
     let sparse = create_file(&m, &sb);
     let falloc = create_file(&m, &sb);

@@ -9,46 +9,25 @@ mod common;
 
 use std::rc::Rc;
 
-use common::run_text;
+use common::{mounted, run_text, write_then_fsync, xfs_on_loop0};
 
-use sim::{Sim, Time, SEC};
-use wbsim::model::block::{BlockDevice, DeviceProfile};
+use sim::{Sim, SEC};
+use wbsim::model::block::DeviceProfile;
 use wbsim::model::fs::ext4::Ext4;
-use wbsim::model::fs::read_write::{create_file, vfs_unlink, vfs_write, File, IoFlags};
-use wbsim::model::fs::super_::sget;
-use wbsim::model::fs::sync::vfs_fsync;
+use wbsim::model::fs::read_write::{create_file, vfs_unlink};
 use wbsim::model::fs::vfs::Filesystem;
 use wbsim::model::fs::xfs::Xfs;
 use wbsim::model::init::MachineConfig;
-use wbsim::model::machine::Machine;
-use wbsim::model::mm::backing_dev::BdiSettings;
-use wbsim::model::mm::page_writeback::TaskDirty;
 
 const MIB: u64 = 1 << 20;
 
-/// Writes `len` bytes in 1 MiB writes, then fsyncs (a journal commit or
-/// log force). Returns the simulated time it took.
-async fn write_fsync(m: Rc<Machine>, f: File, len: u64) -> Time {
-    let t0 = m.now();
-    let mut task = TaskDirty::default();
-    let mut pos = 0;
-    while pos < len {
-        vfs_write(&m, &mut task, &f, pos, MIB, IoFlags::default())
-            .await
-            .unwrap();
-        pos += MIB;
-    }
-    vfs_fsync(&m, &f.sb, &f.inode, false).await;
-    m.now() - t0
-}
-
 fn reuse_after_commit(name: &str, fs: Rc<dyn Filesystem>) {
     let sim = Sim::new(1);
-    let m = Machine::new(&sim, MachineConfig::new(2, 24 << 30)).unwrap();
-    let dev = BlockDevice::new(&sim, "loop0", DeviceProfile::loop_virtio_sparse());
-    let sb = sget(&m, name, fs, Some(dev.clone()), BdiSettings::default());
+    let cfg = MachineConfig::new(2, 24 << 30);
+    let (m, sb) = mounted(&sim, cfg, DeviceProfile::loop_virtio_sparse(), fs);
+    let dev = sb.device.clone().expect("a device");
     let a = create_file(&m, &sb);
-    let h = sim.spawn("a", write_fsync(m.clone(), a.clone(), 64 * MIB));
+    let h = sim.spawn("a", write_then_fsync(m.clone(), a.clone(), 64 * MIB));
     sim.run_until(10 * SEC).unwrap();
     assert!(h.result().is_some());
     // 64 MiB of data blocks written for the first time (and the journal's
@@ -72,13 +51,13 @@ fn reuse_after_commit(name: &str, fs: Rc<dyn Filesystem>) {
         c.inode.disk_base != base_a && c.inode.disk_base != b.inode.disk_base,
         "{name}"
     );
-    let h = sim.spawn("c", write_fsync(m.clone(), c, MIB));
+    let h = sim.spawn("c", write_then_fsync(m.clone(), c, MIB));
     sim.run_until(12 * SEC).unwrap();
     assert!(h.result().is_some());
     let d = create_file(&m, &sb);
     assert_eq!(d.inode.disk_base, base_a, "{name}");
     let before = dev.stats().first_write_blocks;
-    let h = sim.spawn("d", write_fsync(m.clone(), d, 64 * MIB));
+    let h = sim.spawn("d", write_then_fsync(m.clone(), d, 64 * MIB));
     sim.run_until(20 * SEC).unwrap();
     assert!(h.result().is_some());
     let fresh = dev.stats().first_write_blocks - before;
@@ -102,19 +81,12 @@ fn first_writes_cost_device_time_only_on_a_sparse_backing_store() {
     // for it; the fully allocated device is the same without that.
     let took = |profile: DeviceProfile| {
         let sim = Sim::new(1);
-        let m = Machine::new(&sim, MachineConfig::new(2, 24 << 30)).unwrap();
-        let dev = BlockDevice::new(&sim, "loop0", profile);
-        let sb = sget(
-            &m,
-            "xfs",
-            Rc::new(Xfs::new()),
-            Some(dev),
-            BdiSettings::default(),
-        );
+        let cfg = MachineConfig::new(2, 24 << 30);
+        let (m, sb) = mounted(&sim, cfg, profile, Rc::new(Xfs::new()));
         let f = create_file(&m, &sb);
-        let h = sim.spawn("w", write_fsync(m.clone(), f, 64 * MIB));
+        let h = sim.spawn("w", write_then_fsync(m.clone(), f, 64 * MIB));
         sim.run_until(10 * SEC).unwrap();
-        h.result().expect("done")
+        h.result().expect("done").1
     };
     let (sparse, full) = (
         took(DeviceProfile::loop_virtio_sparse()),
@@ -128,37 +100,11 @@ fn first_writes_cost_device_time_only_on_a_sparse_backing_store() {
 /// A scenario with one 256 MiB sequential buffered writer (fsync at the
 /// end) on xfs over a loop device of `profile` with `keys` overrides.
 fn sparse_run(profile: &str, keys: &str) -> wbsim::experiment::results::Results {
-    run_text(&format!(
-        r#"
-[scenario]
-name = "sparse"
-duration = "20s"
-
-[machine]
-cpus = 2
-memory = "8g"
-
-[[device]]
-name = "loop0"
-profile = "{profile}"
-{keys}
-
-[[filesystem]]
-name = "data"
-type = "xfs"
-device = "loop0"
-mountpoint = "/mnt/data"
-
-[[job]]
-filesystem = "data"
-fio = """
-[j]
-rw=write
-bs=1m
-size=256m
-end_fsync=1
-"""
-"#
+    run_text(&xfs_on_loop0(
+        profile,
+        keys,
+        "",
+        "[j]\nrw=write\nbs=1m\nsize=256m\nend_fsync=1",
     ))
 }
 

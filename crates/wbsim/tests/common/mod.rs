@@ -156,3 +156,65 @@ pub async fn read_sequentially(
         pos += bs;
     }
 }
+
+/// Writes `f` from its start to `len` bytes in 1 MiB write(2) calls, then
+/// fsyncs it. Returns the simulated time of the writes alone and of the
+/// whole, fsync included.
+pub async fn write_then_fsync(
+    m: std::rc::Rc<wbsim::model::machine::Machine>,
+    f: wbsim::model::fs::read_write::File,
+    len: u64,
+) -> (sim::Time, sim::Time) {
+    use wbsim::model::fs::read_write::{vfs_write, IoFlags};
+    const MIB: u64 = 1 << 20;
+    let t0 = m.now();
+    let mut task = wbsim::model::mm::page_writeback::TaskDirty::default();
+    let mut pos = 0;
+    while pos < len {
+        vfs_write(&m, &mut task, &f, pos, MIB, IoFlags::default())
+            .await
+            .unwrap();
+        pos += MIB;
+    }
+    let writes = m.now() - t0;
+    wbsim::model::fs::sync::vfs_fsync(&m, &f.sb, &f.inode, false).await;
+    (writes, m.now() - t0)
+}
+
+/// A scenario on a 2-CPU, 8 GiB machine with one xfs, "data" at
+/// /mnt/data, on the loop device `loop0` of `profile`; `device_keys` and
+/// `bdi_keys` are extra `[[device]]` and `[device.bdi]` lines, `fio` the
+/// job text.
+pub fn xfs_on_loop0(profile: &str, device_keys: &str, bdi_keys: &str, fio: &str) -> String {
+    format!(
+        r#"
+[scenario]
+name = "xfs-on-loop0"
+duration = "60s"
+
+[machine]
+cpus = 2
+memory = "8g"
+
+[[device]]
+name = "loop0"
+profile = "{profile}"
+{device_keys}
+
+[device.bdi]
+{bdi_keys}
+
+[[filesystem]]
+name = "data"
+type = "xfs"
+device = "loop0"
+mountpoint = "/mnt/data"
+
+[[job]]
+filesystem = "data"
+fio = """
+{fio}
+"""
+"#
+    )
+}
