@@ -235,3 +235,90 @@ fn the_uring_probes_clat_is_compared_as_fios_lat() {
     let d = doc("dontcache.json");
     assert!(d.metrics.contains_key("fio.xfs-seq-buffered.clat"));
 }
+
+#[test]
+fn job_rows_are_each_jobs_throughput_and_mean_latency() {
+    use wbsim::cli::compare::{is_job_latency_row, is_job_row};
+    for n in [
+        "fio.seq-w1.write_bw",
+        "fio.r.read_bw",
+        "fio.seq-w1.clat",
+        "fio.uring-xfs-seq-buffered-qd1.lat",
+        "umount.xfs.clean.umount.call",
+        "umount.tmpfs.dirty.lazy.cmd",
+    ] {
+        assert!(is_job_row(n), "{n}");
+    }
+    for n in [
+        "device.loop0.write_bw",
+        "device.loop0.lat",
+        "fio.seq-w1.peak_dirty",
+        "fio.seq-w1.trace.balance_dirty_pages",
+        "fio.seq-w1.slat",
+    ] {
+        assert!(!is_job_row(n), "{n}");
+    }
+    assert!(is_job_latency_row("fio.j.clat"));
+    assert!(!is_job_latency_row("fio.j.write_bw"));
+}
+
+#[test]
+fn counts_job_rows_apart_and_sums_pairs_given_with_and() {
+    let a = Results::load(fixture("compare_a.json")).expect("fixture A");
+    let b = Results::load(fixture("compare_b.json")).expect("fixture B");
+    let c = compare(&a, &b, 2.0);
+    let k = c.counts();
+    let jobs: Vec<_> = c
+        .rows
+        .iter()
+        .filter(|r| wbsim::cli::compare::is_job_row(&r.name) && r.ratio.is_finite())
+        .collect();
+    assert!(!jobs.is_empty(), "the fixtures have job rows");
+    assert_eq!(k.job_means, jobs.len());
+    assert!(k.job_means <= k.means && k.job_p99s <= k.p99s);
+    let line = format!(
+        "job rows (each job's throughput and mean latency) within 1.5x: {} of {}",
+        k.job_means_within, k.job_means
+    );
+    assert!(render(&c, "A", "B").contains(&line));
+
+    // The same pair twice through the CLI: each table, then the sums.
+    let (fa, fb) = (fixture("compare_a.json"), fixture("compare_b.json"));
+    let (code, out, err) = wbsim(&[
+        "compare".as_ref(),
+        fa.as_os_str(),
+        fb.as_os_str(),
+        "--and".as_ref(),
+        fa.as_os_str(),
+        fb.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let tail = out.split("all 2 pairs:").nth(1).expect("a total");
+    assert!(
+        tail.contains(&format!(
+            "means within 1.5x: {} of {}",
+            2 * k.means_within,
+            2 * k.means
+        )),
+        "{tail}"
+    );
+    assert!(
+        tail.contains(&format!(
+            "job latency p99 within 2x: {} of {}",
+            2 * k.job_p99_within,
+            2 * k.job_p99s
+        )),
+        "{tail}"
+    );
+
+    // --and needs both files of its pair.
+    let (code, _, err) = wbsim(&[
+        "compare".as_ref(),
+        fa.as_os_str(),
+        fb.as_os_str(),
+        "--and".as_ref(),
+        fa.as_os_str(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--and"), "{err}");
+}

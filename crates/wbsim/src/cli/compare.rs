@@ -11,7 +11,11 @@
 //! the threshold alone flags. B is converted to A's unit when both are
 //! known units of one dimension (ms vs us); otherwise the row is flagged
 //! "units differ". The last lines count the rows whose means are within
-//! 1.5x ([`MEAN_WITHIN`]) and whose p99s are within 2x ([`P99_WITHIN`]).
+//! 1.5x ([`MEAN_WITHIN`]) and whose p99s are within 2x ([`P99_WITHIN`]),
+//! then the same for the job rows alone ([`is_job_row`]: each job's
+//! throughput and mean latency, the rows the project's live-truth targets
+//! name). `--and A B` (repeatable) compares further pairs after the first
+//! and ends with the counts summed over every pair.
 //! Metrics in only one file are listed after the table; two files that
 //! share no metric get a warning.
 //!
@@ -42,6 +46,10 @@ pub struct Args {
     /// Flag rows whose ratio B/A is above this or below its inverse.
     #[arg(long, default_value_t = 2.0, value_parser = parse_threshold)]
     pub threshold: f64,
+    /// Another pair to compare (A then B; repeatable); the output ends with
+    /// the counts summed over every pair.
+    #[arg(long = "and", num_args = 2, value_names = ["A", "B"], action = clap::ArgAction::Append)]
+    pub and: Vec<PathBuf>,
 }
 
 fn parse_threshold(s: &str) -> Result<f64, String> {
@@ -103,6 +111,48 @@ pub struct Counts {
     pub p99_within: usize,
     /// Histogram rows with a finite p99 ratio.
     pub p99s: usize,
+    /// Job rows ([`is_job_row`]) whose means are within [`MEAN_WITHIN`].
+    pub job_means_within: usize,
+    /// Job rows with a finite mean ratio.
+    pub job_means: usize,
+    /// Job latency rows ([`is_job_latency_row`]) whose p99s are within
+    /// [`P99_WITHIN`].
+    pub job_p99_within: usize,
+    /// Job latency rows with a finite p99 ratio.
+    pub job_p99s: usize,
+}
+
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.means_within += o.means_within;
+        self.means += o.means;
+        self.p99_within += o.p99_within;
+        self.p99s += o.p99s;
+        self.job_means_within += o.job_means_within;
+        self.job_means += o.job_means;
+        self.job_p99_within += o.job_p99_within;
+        self.job_p99s += o.job_p99s;
+    }
+}
+
+/// Suffixes of a job's latency rows: fio's completion and total latency
+/// (`fio.JOB.clat`, `fio.JOB.lat`) and an umount's system call and command
+/// (`umount.FS.STATE.HOW.call`, `.cmd`).
+const JOB_LATENCY_SUFFIXES: [&str; 4] = [".clat", ".lat", ".call", ".cmd"];
+/// Suffixes of a job's throughput rows.
+const JOB_THROUGHPUT_SUFFIXES: [&str; 2] = [".write_bw", ".read_bw"];
+
+/// Whether `name` is a job's mean latency row ([`JOB_LATENCY_SUFFIXES`]).
+pub fn is_job_latency_row(name: &str) -> bool {
+    !name.starts_with("device.") && JOB_LATENCY_SUFFIXES.iter().any(|s| name.ends_with(s))
+}
+
+/// Whether `name` is a job row: a job's throughput or mean latency, not a
+/// device's (`device.NAME.*`), a tracepoint count or a memory figure.
+pub fn is_job_row(name: &str) -> bool {
+    is_job_latency_row(name)
+        || (!name.starts_with("device.")
+            && JOB_THROUGHPUT_SUFFIXES.iter().any(|s| name.ends_with(s)))
 }
 
 fn within(ratio: f64, f: f64) -> bool {
@@ -125,14 +175,25 @@ impl Comparison {
     pub fn counts(&self) -> Counts {
         let mut c = Counts::default();
         for r in &self.rows {
+            let job = is_job_row(&r.name);
             if r.ratio.is_finite() {
+                let ok = usize::from(within(r.ratio, MEAN_WITHIN));
                 c.means += 1;
-                c.means_within += usize::from(within(r.ratio, MEAN_WITHIN));
+                c.means_within += ok;
+                if job {
+                    c.job_means += 1;
+                    c.job_means_within += ok;
+                }
             }
             let p = r.p99_ratio();
             if p.is_finite() {
+                let ok = usize::from(within(p, P99_WITHIN));
                 c.p99s += 1;
-                c.p99_within += usize::from(within(p, P99_WITHIN));
+                c.p99_within += ok;
+                if is_job_latency_row(&r.name) {
+                    c.job_p99s += 1;
+                    c.job_p99_within += ok;
+                }
             }
         }
         c
@@ -536,17 +597,11 @@ pub fn render(c: &Comparison, a_label: &str, b_label: &str) -> String {
         s.push('\n');
     }
     let flagged = c.rows.iter().filter(|r| r.flag.is_some()).count();
-    let k = c.counts();
     s.push_str(&format!(
-        "\n{} metric(s) in both, {flagged} flagged (!!)\n\
-         means within {MEAN_WITHIN}x: {} of {}\n\
-         p99 within {P99_WITHIN}x: {} of {}\n",
-        c.rows.len(),
-        k.means_within,
-        k.means,
-        k.p99_within,
-        k.p99s
+        "\n{} metric(s) in both, {flagged} flagged (!!)\n",
+        c.rows.len()
     ));
+    s.push_str(&render_counts(&c.counts()));
     if !c.only_a.is_empty() {
         s.push_str(&format!("only in A ({}):\n", c.only_a.len()));
         for n in &c.only_a {
@@ -562,22 +617,52 @@ pub fn render(c: &Comparison, a_label: &str, b_label: &str) -> String {
     s
 }
 
+/// The count lines: every row, then the job rows alone.
+pub fn render_counts(k: &Counts) -> String {
+    format!(
+        "means within {MEAN_WITHIN}x: {} of {}\n\
+         p99 within {P99_WITHIN}x: {} of {}\n\
+         job rows (each job's throughput and mean latency) within {MEAN_WITHIN}x: {} of {}\n\
+         job latency p99 within {P99_WITHIN}x: {} of {}\n",
+        k.means_within,
+        k.means,
+        k.p99_within,
+        k.p99s,
+        k.job_means_within,
+        k.job_means,
+        k.job_p99_within,
+        k.job_p99s
+    )
+}
+
 fn label(path: &std::path::Path, s: &Side) -> String {
     format!("{} ({})", path.display(), s.what)
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    // The error names the file; formatted here so its cause is not repeated.
-    let a = Side::load(&args.a).map_err(|e| anyhow::anyhow!("reading A: {e}"))?;
-    let b = Side::load(&args.b).map_err(|e| anyhow::anyhow!("reading B: {e}"))?;
-    let c = compare_sides(&a, &b, args.threshold);
-    if c.rows.is_empty() {
-        eprintln!(
-            "wbsim compare: warning: {} and {} share no metric",
-            args.a.display(),
-            args.b.display()
-        );
+    let mut pairs = vec![(args.a.clone(), args.b.clone())];
+    pairs.extend(args.and.chunks(2).map(|p| (p[0].clone(), p[1].clone())));
+    let mut total = Counts::default();
+    for (i, (pa, pb)) in pairs.iter().enumerate() {
+        // The error names the file; formatted here so its cause is not repeated.
+        let a = Side::load(pa).map_err(|e| anyhow::anyhow!("reading A: {e}"))?;
+        let b = Side::load(pb).map_err(|e| anyhow::anyhow!("reading B: {e}"))?;
+        let c = compare_sides(&a, &b, args.threshold);
+        if c.rows.is_empty() {
+            eprintln!(
+                "wbsim compare: warning: {} and {} share no metric",
+                pa.display(),
+                pb.display()
+            );
+        }
+        if i > 0 {
+            println!();
+        }
+        print!("{}", render(&c, &label(pa, &a), &label(pb, &b)));
+        total += c.counts();
     }
-    print!("{}", render(&c, &label(&args.a, &a), &label(&args.b, &b)));
+    if pairs.len() > 1 {
+        print!("\nall {} pairs:\n{}", pairs.len(), render_counts(&total));
+    }
     Ok(0)
 }
