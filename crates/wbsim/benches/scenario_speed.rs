@@ -9,6 +9,9 @@ use std::time::Instant;
 use wbsim::experiment::runner::{run_one, RunOptions};
 use wbsim::experiment::scenario::parse_str;
 
+mod common;
+use common::{met, vm_hwm_kib};
+
 const SCENARIO: &str = r#"
 [scenario]
 name = "scenario_speed"
@@ -44,18 +47,6 @@ time_based
 const WALL_TARGET_S: f64 = 5.0;
 const RSS_TARGET_MIB: f64 = 500.0;
 
-/// Peak resident set size (VmHWM) in KiB.
-fn vm_hwm_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 fn main() {
     let sc = parse_str(SCENARIO, "scenario_speed.toml").expect("scenario parses");
     let v = sc.variant("default").expect("variant");
@@ -65,14 +56,13 @@ fn main() {
     let rss_mib = vm_hwm_kib().map_or(f64::NAN, |k| k as f64 / 1024.0);
     let sim_s = r.stat("run.simulated_time", "value").unwrap_or(f64::NAN);
     let bw = r.stat("write.bw", "value").unwrap_or(f64::NAN);
-    let ok = |met: bool| if met { "met" } else { "NOT met" };
     println!("scenario_speed: {sim_s:.1} simulated s, 8 writers, aggregate {bw:.0} MiB/s");
     println!(
         "wall time: {wall:.2} s (target < {WALL_TARGET_S} s: {})",
-        ok(wall < WALL_TARGET_S)
+        met(wall < WALL_TARGET_S)
     );
     println!(
         "peak RSS (VmHWM): {rss_mib:.1} MiB (target < {RSS_TARGET_MIB} MiB: {})",
-        ok(rss_mib < RSS_TARGET_MIB)
+        met(rss_mib < RSS_TARGET_MIB)
     );
 }
