@@ -7,7 +7,7 @@
 //! - E2 `btrfs-csum-commit-root`: each variant under 60 s wall and 1 GiB;
 //! - E3 `lazy-umount`: no target (printed for reference);
 //! - E4 `parallel-writeback`: the whole sweep (8 points x 3 policies) under
-//!   60 s wall; about ten minutes on a 2-CPU machine, so only when named;
+//!   60 s wall; about seven minutes on a 2-CPU machine, so only when named;
 //! - E5 `dontcache`: `benches/dontcache_speed.rs`.
 //!
 //! `cargo bench -p wbsim --bench experiment_speed` runs E1, E2 and E3;
