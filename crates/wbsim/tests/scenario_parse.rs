@@ -643,3 +643,18 @@ fn results_are_byte_identical_outside_host() {
     assert!(e.to_string().contains("schema 2 is not supported"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn preempt_rcu_reaches_the_rcu_flavour() {
+    let on = scenario::parse_str(BASE, "x.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        on.machine.rcu_params().preempt_rcu,
+        "default: preemptible RCU"
+    );
+    let text = BASE.replace("[machine]\n", "[machine]\npreempt_rcu = false\n");
+    let off = scenario::parse_str(&text, "x.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert!(!off.machine.rcu_params().preempt_rcu);
+    // Not a boolean: the error names the key.
+    let e = err("preempt_rcu = 1\n");
+    assert_eq!(e.key.as_deref(), Some("preempt_rcu"), "{e}");
+}

@@ -112,6 +112,11 @@ pub struct MachineConfig {
     /// rcu_normal_wake_from_gp`).
     #[serde(default)]
     pub rcu_normal_wake_from_gp: Option<bool>,
+    /// CONFIG_PREEMPT_RCU (see [`RcuParams::preempt_rcu`]); None: on, as in
+    /// PREEMPT_DYNAMIC and PREEMPT_RT kernels; false: a PREEMPT_NONE or
+    /// PREEMPT_VOLUNTARY build (x86_64_defconfig) (`[machine] preempt_rcu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempt_rcu: Option<bool>,
     /// Every CPU's RCU callbacks offloaded to rcuog/rcuoc kthreads
     /// (`rcu_nocbs=all`; see [`RcuParams::nocb`]) (`[machine] rcu_nocbs`).
     #[serde(default)]
@@ -164,6 +169,7 @@ impl MachineConfig {
             hz: 1000,
             rcu_lazy: true,
             rcu_normal_wake_from_gp: None,
+            preempt_rcu: None,
             rcu_nocbs: false,
             process_start_ns: PROCESS_START_DEFAULT_NS,
             wakeup_latency_ns: 0,
@@ -191,6 +197,9 @@ impl MachineConfig {
         }
         if let Some(w) = self.rcu_normal_wake_from_gp {
             rcu.rcu_normal_wake_from_gp = w;
+        }
+        if let Some(p) = self.preempt_rcu {
+            rcu.preempt_rcu = p;
         }
         rcu.nocb = self.rcu_nocbs;
         rcu

@@ -55,6 +55,8 @@ key_table! {
             "CONFIG_RCU_LAZY on offloaded CPUs: call_rcu waits up to 10 s for a grace period (default true).";
         rcu_normal_wake_from_gp: Bool => |m, b| m.rcu_normal_wake_from_gp = Some(b),
             "rcutree.rcu_normal_wake_from_gp: synchronize_rcu woken by the GP cleanup, not by a callback (default: on up to 16 CPUs, as since 6.17).";
+        preempt_rcu: Bool => |m, b| m.preempt_rcu = Some(b),
+            "CONFIG_PREEMPT_RCU: a busy CPU's tick outside a read-side section is a quiescent state (default true, as in PREEMPT_DYNAMIC and PREEMPT_RT kernels; false: a PREEMPT_NONE or PREEMPT_VOLUNTARY build).";
         rcu_nocbs: Bool => |m, b| m.rcu_nocbs = b,
             "rcu_nocbs= covering all CPUs: callbacks offloaded to rcuog/rcuoc kthreads (default false).";
         process_start: Duration => |m, ns| m.process_start_ns = ns,

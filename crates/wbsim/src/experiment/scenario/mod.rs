@@ -9,7 +9,7 @@
 //!                 quick_duration, quick_repeat (the `--quick` form)
 //! [machine]       cpus, memory, preempt_rt, rcu_normal_after_boot, hz, rcu_lazy,
 //!                 rcu_normal_wake_from_gp, rcu_nocbs, process_start, wakeup_latency,
-//!                 btrfs_btree_kernel_file, tick_cost
+//!                 btrfs_btree_kernel_file, tick_cost, preempt_rcu
 //! [sysctl]        dirty_ratio, dirty_background_ratio, dirty_bytes, ... (kernel defaults,
 //!                 written through the model's sysctl handlers)
 //! [[device]]      name, profile, write_bw, read_bw, write_lat, read_lat, queue_depth,
