@@ -40,6 +40,7 @@ fn profile(bw: u64, lat_ns: u64, queue_depth: u32, parallelism: u32, max: u64) -
         wbt_lat_ns: 0,
         first_write_rq_ns: 0,
         first_write_block_ns: 0,
+        percpu_completion: false,
     }
 }
 
@@ -870,4 +871,36 @@ fn first_writes_to_a_sparse_backing_store_pay_once() {
     sim.run().unwrap();
     assert_eq!(h.result(), Some(20 * USEC + MSEC));
     assert_eq!(dev.stats().first_write_blocks, 0);
+}
+
+#[test]
+fn a_per_cpu_device_completes_on_the_submitting_cpu() {
+    use wbsim::model::kernel::sched::{CgroupId, Sched, SchedParams};
+    for percpu in [true, false] {
+        let sim = Sim::new(1);
+        let sched = Sched::new(&sim, SchedParams::for_cpus(4));
+        let p = DeviceProfile {
+            percpu_completion: percpu,
+            ..profile(1000 * MIB, 20 * USEC, 32, 8, 4 * MIB)
+        };
+        let dev = BlockDevice::new(&sim, "d", p);
+        dev.attach(&sched);
+        let seen = Rc::new(Cell::new(None));
+        let (s, d, seen2) = (sched.clone(), dev.clone(), seen.clone());
+        let h = sched.spawn("submitter", CgroupId::ROOT, 0, async move {
+            s.cpu(USEC).await;
+            let me = s.current_cpu();
+            let s2 = s.clone();
+            let end: Box<dyn FnOnce()> = Box::new(move || seen2.set(Some(s2.this_cpu())));
+            d.submit_bio(Bio::write(0, 4 * KIB), end).await;
+            me
+        });
+        sim.run().unwrap();
+        let me = h.result().unwrap();
+        assert!(me.is_some());
+        // NVMe-like: the completion's interrupt is the submitter's CPU;
+        // otherwise the model leaves it open.
+        let want = if percpu { me } else { None };
+        assert_eq!(seen.get(), Some(want), "percpu_completion = {percpu}");
+    }
 }

@@ -581,3 +581,64 @@ fn self_requeueing_work_flush_waits_for_one_instance_drain_for_all() {
     assert_eq!(w.runs(), 5);
     slot.borrow_mut().take(); // break the cycle work -> closure -> work
 }
+
+/// A work item that records the CPU it ran on.
+fn where_work(sched: &Sched, name: &str, ran_on: &Rc<RefCell<Vec<Option<usize>>>>) -> Work {
+    let (s, r) = (sched.clone(), ran_on.clone());
+    Work::new(name, move || {
+        let (s, r) = (s.clone(), r.clone());
+        async move {
+            s.cpu(10 * USEC).await;
+            r.borrow_mut().push(s.current_cpu());
+        }
+    })
+}
+
+#[test]
+fn bound_work_runs_on_the_cpu_that_queued_it() {
+    let (sim, sched) = machine(4);
+    let bound = alloc_workqueue(&sched, "bound", WqFlags::default(), 0);
+    let ran_on = Rc::new(RefCell::new(Vec::new()));
+    // A task that runs on some CPU, then queues from it (its CPU as the
+    // kernel's smp_processor_id()).
+    let (s, wq, r) = (sched.clone(), bound.clone(), ran_on.clone());
+    let t = sched.spawn("queuer", CgroupId::ROOT, 0, async move {
+        s.cpu(USEC).await;
+        let me = s.current_cpu();
+        queue_work(&wq, &where_work(&s, "from-task", &r));
+        me
+    });
+    // A device completion on CPU 3 (an interrupt there) queues another.
+    let (s, wq, r) = (sched.clone(), bound.clone(), ran_on.clone());
+    sim.schedule_in(MSEC, move || {
+        s.in_irq_on(Some(3), || queue_work(&wq, &where_work(&s, "from-irq", &r)));
+    });
+    // And a timer callback, which stands for no CPU: any worker may serve it.
+    let (s, wq, r) = (sched.clone(), bound.clone(), ran_on.clone());
+    sim.schedule_in(2 * MSEC, move || {
+        queue_work(&wq, &where_work(&s, "from-timer", &r));
+    });
+    sim.run().unwrap();
+    let queuer_cpu = t.result().unwrap();
+    assert!(queuer_cpu.is_some());
+    let got = ran_on.borrow().clone();
+    assert_eq!(got[0], queuer_cpu, "{got:?}");
+    assert_eq!(got[1], Some(3), "{got:?}");
+    assert!(got[2].is_some());
+    // Bound workers carry their CPU in their names; the timer's is unbound.
+    let mut names: Vec<String> = bound
+        .worker_tasks()
+        .iter()
+        .map(|&t| sched.task_name(t).unwrap().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(
+        names.contains(&"kworker/3:1-bound".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.starts_with("kworker/u")),
+        "{names:?}"
+    );
+}

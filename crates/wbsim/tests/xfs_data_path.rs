@@ -14,6 +14,13 @@ fn one_job(wakeup: &str, job: &str) -> Results {
     job_on(4, "nvme-dc", "", wakeup, job)
 }
 
+/// As [`one_job`], with completions free to run on any CPU
+/// (`percpu_completion = false`): the conversion work runs at once on an
+/// idle CPU instead of behind the writer on its own.
+fn one_job_anywhere(wakeup: &str, job: &str) -> Results {
+    job_on(4, "nvme-dc", "percpu_completion = false", wakeup, job)
+}
+
 /// A one-job scenario on `cpus` CPUs and a device of `profile` with the
 /// `[[device]]` overrides in `device_keys` (TOML lines).
 fn job_on(cpus: u32, profile: &str, device_keys: &str, wakeup: &str, job: &str) -> Results {
@@ -67,13 +74,19 @@ fn conversions(r: &Results) -> f64 {
 /// once, so the count is the number of writes.
 #[test]
 fn random_dontcache_writes_convert_once_per_write() {
-    let r = one_job("5us", "rw=randwrite\nfilesize=64m\nsize=16m\nuncached=1");
+    let job = "rw=randwrite\nfilesize=64m\nsize=16m\nuncached=1";
     let writes = 16.0 * 256.0;
-    let c = conversions(&r);
+    let c = conversions(&one_job_anywhere("5us", job));
     assert!(
         c >= 0.95 * writes && c <= writes,
         "{c} conversions for {writes} writes"
     );
+    // With NVMe's completions on the writer's own CPU the conversion work
+    // waits for the writer to give the CPU up; the ioends that completed
+    // meanwhile are sorted and the contiguous ones merged: fewer
+    // conversions than writes.
+    let local = conversions(&one_job("5us", job));
+    assert!(local < 0.95 * c, "{local} conversions against {c}");
 }
 
 /// Sequential 4 KiB RWF_DONTCACHE writes: each inline flush is one ioend.
@@ -91,10 +104,17 @@ fn random_dontcache_writes_convert_once_per_write() {
 fn completion_backlog_merges_sequential_ioends() {
     let job = "rw=write\nsize=16m\nuncached=1";
     let writes = 16.0 * 256.0;
-    let at_once = conversions(&one_job("0us", job));
+    let at_once = conversions(&one_job_anywhere("0us", job));
     assert!(
         at_once > 0.9 * writes,
         "fast completions: {at_once} conversions"
+    );
+    // Completions on the writer's own CPU (NVMe): the work waits behind the
+    // writer and merges what completed meanwhile.
+    let local = conversions(&one_job("0us", job));
+    assert!(
+        local < 0.9 * writes,
+        "completions on the writer's CPU: {local} conversions for {writes} writes"
     );
     let behind = conversions(&job_on(
         2,
@@ -133,7 +153,9 @@ fn only_unwritten_blocks_are_converted() {
 /// the same writes onto written blocks.
 #[test]
 fn conversions_contend_with_the_writer_on_the_ilock() {
-    let r = one_job("5us", "rw=randwrite\nfilesize=64m\nsize=16m\nuncached=1");
+    // Conversions on other CPUs (completions free to run anywhere): they
+    // hold the ILOCK while the writer looks up its next block.
+    let r = one_job_anywhere("5us", "rw=randwrite\nfilesize=64m\nsize=16m\nuncached=1");
     let contended = stat(&r, "lock.xfs:i_lock.read.contentions", "value");
     let acquired = stat(&r, "lock.xfs:i_lock.read.acquisitions", "value");
     // A large share contends: about half with the 2026-11-25 CPU costs
@@ -142,7 +164,7 @@ fn conversions_contend_with_the_writer_on_the_ilock() {
         contended > 0.25 * acquired,
         "{contended} of {acquired} shared ILOCK acquisitions contended"
     );
-    let over = one_job(
+    let over = one_job_anywhere(
         "5us",
         "rw=randwrite\nfilesize=64m\nsize=16m\nuncached=1\noverwrite=1",
     );

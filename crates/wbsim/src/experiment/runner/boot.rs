@@ -119,7 +119,7 @@ pub fn boot(sim: &Sim, scenario: &Scenario, variant: &ResolvedVariant) -> Result
     let mut bdi_settings = BTreeMap::new();
     for d in &scenario.devices {
         let dev = BlockDevice::new(sim, &d.name, d.params.clone());
-        dev.start_driver_worker(m.sched());
+        dev.attach(m.sched());
         devices.insert(d.name.clone(), dev);
         bdi_settings.insert(d.name.clone(), d.bdi);
     }

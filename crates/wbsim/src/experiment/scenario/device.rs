@@ -49,6 +49,8 @@ key_table! {
             "Device time of a write request that reaches never-written blocks (a sparse backing file).";
         first_write_block: Duration => |p, ns| p.first_write_block_ns = ns,
             "Device time per 4 KiB block written for the first time (a sparse backing file).";
+        percpu_completion: Bool => |p, x| p.percpu_completion = x,
+            "A request completes on the CPU that submitted it, where the work its completion queues on a per-CPU workqueue runs (NVMe, pmem: true; loop: false).";
     }
 }
 

@@ -13,7 +13,7 @@
 //! [sysctl]        dirty_ratio, dirty_background_ratio, dirty_bytes, ... (kernel defaults,
 //!                 written through the model's sysctl handlers)
 //! [[device]]      name, profile, write_bw, read_bw, write_lat, read_lat, queue_depth,
-//!                 parallelism, driver_cpu; [device.bdi] strict_limit, max_bytes, min_ratio,
+//!                 parallelism, driver_cpu, percpu_completion; [device.bdi] strict_limit, max_bytes, min_ratio,
 //!                 max_ratio
 //! [[filesystem]]  name, type, device, mountpoint, options = { ... }, mounted
 //! [[cgroup]]      name, memory_high, memory_max, cpus = [0, 1]

@@ -67,6 +67,9 @@ pub type EndIo = Box<dyn FnOnce()>;
 struct BioEnd {
     remaining: Cell<u64>,
     end_io: RefCell<Option<EndIo>>,
+    /// The CPU its completion runs on
+    /// ([`DeviceProfile::percpu_completion`]: the submitter's).
+    cpu: Option<usize>,
 }
 
 /// Where a request is in its life.
@@ -177,6 +180,9 @@ struct Inner {
     holder: RefCell<Option<(u64, String)>>,
     /// The driver's worker ([`DeviceProfile::driver_cpu_ns`]), once started.
     driver: RefCell<Option<Driver>>,
+    /// The machine's scheduler, once attached ([`BlockDevice::attach`]):
+    /// where completions run.
+    sched: RefCell<Option<Sched>>,
     /// Service times ([`DeviceProfile::latency_cv_pct`]): the run's seeded
     /// substream `blk:NAME`, so runs stay deterministic.
     service: RefCell<ServiceTime>,
@@ -239,7 +245,9 @@ pub struct BlockDevice(Rc<Inner>);
 #[derive(Default)]
 struct Deferred {
     wake: Vec<Waker>,
-    end_io: Vec<EndIo>,
+    /// Completions, each with the CPU whose interrupt runs it.
+    end_io: Vec<(EndIo, Option<usize>)>,
+    sched: Option<Sched>,
 }
 
 impl Deferred {
@@ -247,8 +255,11 @@ impl Deferred {
         for w in self.wake {
             w.wake();
         }
-        for f in self.end_io {
-            f();
+        for (f, cpu) in self.end_io {
+            match &self.sched {
+                Some(s) => s.in_irq_on(cpu, f),
+                None => f(),
+            }
         }
     }
 }
@@ -290,6 +301,7 @@ impl BlockDevice {
             }),
             holder: RefCell::new(None),
             driver: RefCell::new(None),
+            sched: RefCell::new(None),
             service: RefCell::new(ServiceTime::new(
                 sim.rng(&format!("blk:{name}")),
                 profile.latency_cv_pct,
@@ -602,9 +614,15 @@ impl BlockDevice {
                 break;
             }
         }
+        let cpu = if p.percpu_completion {
+            inner.sched.borrow().as_ref().and_then(Sched::this_cpu)
+        } else {
+            None
+        };
         let end = Rc::new(BioEnd {
             remaining: Cell::new(pieces.len() as u64),
             end_io: RefCell::new(Some(end_io)),
+            cpu,
         });
         inner.st.borrow_mut().stats.splits += pieces.len() as u64 - 1;
         Some((bio, pieces, end))
@@ -872,11 +890,19 @@ impl BlockDevice {
         });
     }
 
+    /// Ties the device to the machine's scheduler: completions run on its
+    /// CPUs ([`DeviceProfile::percpu_completion`]), and the driver's worker
+    /// starts if the profile has one.
+    pub fn attach(&self, sched: &Sched) {
+        *self.0.sched.borrow_mut() = Some(sched.clone());
+        self.start_driver_worker(sched);
+    }
+
     /// Starts the driver's worker thread if the profile has a per-request
     /// driver CPU cost: a kernel thread (`kworker/loopN`-like) that takes
     /// dispatched requests in order, spends [`DeviceProfile::driver_cpu_ns`]
     /// of CPU on each, then hands it to the device.
-    pub fn start_driver_worker(&self, sched: &Sched) {
+    fn start_driver_worker(&self, sched: &Sched) {
         let cpu = self.0.profile.driver_cpu_ns;
         if cpu == 0 || self.0.driver.borrow().is_some() {
             return;
@@ -1009,7 +1035,10 @@ impl BlockDevice {
                 )
             });
         }
-        let mut d = Deferred::default();
+        let mut d = Deferred {
+            sched: inner.sched.borrow().clone(),
+            ..Deferred::default()
+        };
         if rq.op != BioOp::Flush {
             let recent = rq.wbt_tracked && self.recent_wait();
             if let Some(w) = inner.wbt.borrow_mut().as_mut() {
@@ -1025,7 +1054,7 @@ impl BlockDevice {
             b.remaining.set(left);
             if left == 0 {
                 if let Some(f) = b.end_io.borrow_mut().take() {
-                    d.end_io.push(f);
+                    d.end_io.push((f, b.cpu));
                 }
             }
         }

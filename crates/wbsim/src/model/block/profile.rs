@@ -165,6 +165,17 @@ pub struct DeviceProfile {
     /// As `first_write_rq_ns`, per 4 KiB block written for the first time.
     #[serde(default)]
     pub first_write_block_ns: u64,
+    /// A request completes on the CPU that submitted it, so the work its
+    /// completion queues on a per-CPU workqueue (XFS's unwritten-extent
+    /// conversion on `xfs-conv`) runs there: an NVMe device has an I/O queue
+    /// per CPU, each with its own interrupt vector bound to that CPU
+    /// (drivers/nvme/host/pci.c `nvme_setup_irqs` with managed affinity,
+    /// `blk_mq_map_hw_queues`), and a pmem write completes in its
+    /// submitter's context. false: completions arrive on whichever CPU
+    /// takes the interrupt of the device below (a loop device: its backing
+    /// file's I/O, `lo_rw_aio_complete`), which the model leaves open.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub percpu_completion: bool,
 }
 
 fn default_wbt_lat_ns() -> u64 {
@@ -274,6 +285,7 @@ impl DeviceProfile {
             wbt_lat_ns: super::WBT_DEFAULT_LAT_NS,
             first_write_rq_ns: 0,
             first_write_block_ns: 0,
+            percpu_completion: true,
         }
     }
 
@@ -358,6 +370,7 @@ impl DeviceProfile {
             wbt_lat_ns: super::WBT_DEFAULT_LAT_NS,
             first_write_rq_ns: 0,
             first_write_block_ns: 0,
+            percpu_completion: true,
         }
     }
 
@@ -469,6 +482,7 @@ impl DeviceProfile {
             wbt_lat_ns: super::WBT_DEFAULT_LAT_NS,
             first_write_rq_ns: 0,
             first_write_block_ns: 0,
+            percpu_completion: false,
         }
     }
 
@@ -539,6 +553,7 @@ impl DeviceProfile {
             wbt_lat_ns: 0,
             first_write_rq_ns: 0,
             first_write_block_ns: 0,
+            percpu_completion: true,
         }
     }
 

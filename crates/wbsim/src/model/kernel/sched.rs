@@ -32,8 +32,20 @@
 //! exactly here; RCU's quiescent-state reports, kernel/rcu.rs) is modelled
 //! elsewhere or not at all.
 //!
-//! Simplified: one global pick over all CPUs a task may use (ideal load balancing,
-//! no per-CPU run queues or migration cost); no group scheduling (cgroup
+//! Placement (kernel/sched/fair.c `select_task_rq_fair`, the idle and
+//! NOHZ balancing): a task that asks for CPU takes an idle CPU it may use if
+//! there is one; a task may be bound to one CPU ([`Sched::bind_to_cpu`], as
+//! `kthread_bind` binds a per-CPU kworker); a task preempted on its CPU, or
+//! whose slice ended while another waits for that CPU, stays queued there
+//! until that CPU or another one that becomes free takes it (as
+//! `newidle_balance` pulls), or until the next jiffy boundary, where every
+//! idle CPU takes the best waiting task it may run (an idle CPU in NOHZ
+//! idle balances only when a busy CPU's tick kicks it). Code that asks
+//! which CPU it runs on gets the current task's, or that of the interrupt
+//! being handled ([`Sched::in_irq_on`], [`Sched::this_cpu`]).
+//!
+//! Simplified: otherwise one global pick over all CPUs a task may use (ideal
+//! load balancing, no per-CPU run queues or migration cost); no group scheduling (cgroup
 //! `cpu.weight` and bandwidth limits are not modelled, all tasks compete as peers);
 //! no RT class; context switches cost nothing. A task is "running" only while it is
 //! inside `cpu()`; between awaits model code takes no time.
@@ -169,6 +181,9 @@ struct Entity {
     preempt_count: u32,
     /// The CPU the task last ran on (`task_cpu()`); None before it first ran.
     last_cpu: Option<usize>,
+    /// The one CPU the task may run on (`kthread_bind()`: the workers of a
+    /// per-CPU workqueue pool); None: any CPU its cgroup's cpuset allows.
+    bound_cpu: Option<usize>,
 }
 
 impl Entity {
@@ -340,6 +355,10 @@ struct Inner {
     cgroups: RefCell<Vec<Cgroup>>,
     min_vruntime: Cell<u64>,
     seq: Cell<u64>,
+    /// The CPU whose interrupt handler is running model code now
+    /// ([`Sched::in_irq_on`]): a device completion on the CPU that
+    /// submitted the request.
+    irq_cpu: Cell<Option<usize>>,
 }
 
 /// The scheduler of one modelled machine. Cheap to clone.
@@ -388,6 +407,7 @@ impl Sched {
             min_vruntime: Cell::new(0),
             seq: Cell::new(0),
             params,
+            irq_cpu: Cell::new(None),
         }))
     }
 
@@ -500,6 +520,7 @@ impl Sched {
                 kthread,
                 preempt_count: 0,
                 last_cpu: None,
+                bound_cpu: None,
             },
         );
     }
@@ -531,6 +552,20 @@ impl Sched {
             .current()
             .and_then(|id| self.0.tasks.borrow().get(&id).map(|e| e.cgroup))
             .unwrap_or(CgroupId::ROOT)
+    }
+
+    /// `kthread_bind()`: the task runs only on `cpu` from its next `cpu()`
+    /// request on (a per-CPU worker pool's kworkers).
+    pub fn bind_to_cpu(&self, id: TaskId, cpu: usize) {
+        assert!(
+            cpu < self.nr_cpus(),
+            "sched: bind to CPU {cpu} of {}",
+            self.nr_cpus()
+        );
+        self.ensure_registered(id);
+        if let Some(e) = self.0.tasks.borrow_mut().get_mut(&id) {
+            e.bound_cpu = Some(cpu);
+        }
     }
 
     /// Sets a task's nice value.
@@ -597,6 +632,24 @@ impl Sched {
     pub fn current_cpu(&self) -> Option<usize> {
         let id = self.0.sim.current()?;
         self.0.tasks.borrow().get(&id).and_then(|e| e.last_cpu)
+    }
+
+    /// Runs `f` as the interrupt handler of `cpu`: model code it calls that
+    /// asks where it runs ([`Sched::this_cpu`]) gets `cpu`. The handler's own
+    /// CPU time is not charged.
+    pub fn in_irq_on<R>(&self, cpu: Option<usize>, f: impl FnOnce() -> R) -> R {
+        let prev = self.0.irq_cpu.replace(cpu);
+        let r = f();
+        self.0.irq_cpu.set(prev);
+        r
+    }
+
+    /// `smp_processor_id()` of the code running now: the CPU of the
+    /// interrupt being handled ([`Sched::in_irq_on`]), else the current
+    /// task's CPU ([`Sched::current_cpu`]); None outside both (a timer
+    /// callback standing for no particular CPU, or a task that never ran).
+    pub fn this_cpu(&self) -> Option<usize> {
+        self.0.irq_cpu.get().or_else(|| self.current_cpu())
     }
 
     /// Whether the task is on a CPU right now (what `owner_on_cpu()` tests).
@@ -714,8 +767,10 @@ impl Sched {
 
     // ------------------------------------------------------------ internals
 
-    fn allowed(&self, cg: CgroupId, cpu: usize) -> bool {
-        self.0.cgroups.borrow()[cg.0].cpus[cpu]
+    /// Whether a task of cgroup `cg`, bound to `bound` if set, may run on
+    /// `cpu`.
+    fn allowed(&self, cg: CgroupId, bound: Option<usize>, cpu: usize) -> bool {
+        bound.is_none_or(|b| b == cpu) && self.0.cgroups.borrow()[cg.0].cpus[cpu]
     }
 
     fn cg_wait_start(&self, cg: CgroupId, now: Time) {
@@ -746,7 +801,7 @@ impl Sched {
         let now = self.0.sim.now();
         let seq = self.0.seq.get();
         self.0.seq.set(seq + 1);
-        let (vr, cg) = {
+        let (vr, cg, bound) = {
             let mut tasks = self.0.tasks.borrow_mut();
             let e = tasks.get_mut(&id).expect("registered");
             debug_assert_eq!(e.state, State::Idle, "sched: nested cpu() request");
@@ -761,31 +816,31 @@ impl Sched {
             e.begin_request(ns, preemptible, waker);
             e.state = State::Runnable { since: now };
             e.enq_seq = seq;
-            (e.vruntime, e.cgroup)
+            (e.vruntime, e.cgroup, e.bound_cpu)
         };
         self.cg_wait_start(cg, now);
         self.0.runnable.borrow_mut().insert((vr, seq, id));
         // An idle CPU this task may use?
         let idle = (0..self.nr_cpus()).find(|&c| {
             let cpus = self.0.cpus.borrow();
-            cpus[c].current.is_none() && cpus[c].held.is_none() && self.allowed(cg, c)
+            cpus[c].current.is_none() && cpus[c].held.is_none() && self.allowed(cg, bound, c)
         });
         if let Some(c) = idle {
             self.pick_next(c);
             return;
         }
-        self.check_preempt_wakeup(vr, cg);
+        self.check_preempt_wakeup(vr, cg, bound);
     }
 
     /// Wakeup preemption: preempt the allowed CPU running the task with the
     /// largest vruntime if the waker is ahead of it by more than the granularity.
-    fn check_preempt_wakeup(&self, vr: u64, cg: CgroupId) {
+    fn check_preempt_wakeup(&self, vr: u64, cg: CgroupId, bound: Option<usize>) {
         let victim = {
             let cpus = self.0.cpus.borrow();
             let tasks = self.0.tasks.borrow();
             let mut best: Option<(u64, usize)> = None;
             for (c, cpu) in cpus.iter().enumerate() {
-                if !self.allowed(cg, c) {
+                if !self.allowed(cg, bound, c) {
                     continue;
                 }
                 let Some(cur) = cpu.current else { continue };
@@ -863,6 +918,49 @@ impl Sched {
         self.pick_next(cpu);
     }
 
+    /// A task preempted on its CPU (or whose slice ended while another
+    /// waits for that CPU) waits on that CPU's run queue, even when another
+    /// CPU it may use is idle: an idle CPU in NOHZ idle does not
+    /// look for work until a busy CPU's tick kicks it
+    /// (`nohz_balancer_kick()` -> the idle load balance). Only a woken task
+    /// bound elsewhere than the free CPUs preempts while some are idle, so
+    /// this wait arises with per-CPU kworkers. At the next jiffy boundary
+    /// every idle CPU takes the best task waiting that it may run.
+    fn arm_idle_balance(&self, id: TaskId) {
+        let idle_allowed = {
+            let cpus = self.0.cpus.borrow();
+            let tasks = self.0.tasks.borrow();
+            let e = &tasks[&id];
+            (0..cpus.len()).any(|c| {
+                cpus[c].current.is_none()
+                    && cpus[c].held.is_none()
+                    && self.allowed(e.cgroup, e.bound_cpu, c)
+            })
+        };
+        if !idle_allowed {
+            return;
+        }
+        let tick = self.0.params.tick_ns.max(1);
+        let now = self.0.sim.now();
+        let at = (now / tick + 1) * tick;
+        let s = self.clone();
+        self.0.sim.schedule_in(at - now, move || s.idle_balance());
+    }
+
+    /// The idle CPUs' balance at a tick: each takes the best waiting task
+    /// it may run.
+    fn idle_balance(&self) {
+        for c in 0..self.nr_cpus() {
+            let free = {
+                let cpus = self.0.cpus.borrow();
+                cpus[c].current.is_none() && cpus[c].held.is_none()
+            };
+            if free && self.contended(c) {
+                self.pick_next(c);
+            }
+        }
+    }
+
     fn requeue(&self, id: TaskId) {
         let now = self.0.sim.now();
         let seq = self.0.seq.get();
@@ -878,6 +976,7 @@ impl Sched {
         self.0.cgroups.borrow_mut()[cg.0].stats.preemptions += 1;
         self.cg_wait_start(cg, now);
         self.0.runnable.borrow_mut().insert((vr, seq, id));
+        self.arm_idle_balance(id);
     }
 
     fn complete(&self, id: TaskId) {
@@ -900,7 +999,7 @@ impl Sched {
             let tasks = self.0.tasks.borrow();
             runnable
                 .iter()
-                .find(|(_, _, id)| self.allowed(tasks[id].cgroup, cpu))
+                .find(|(_, _, id)| self.allowed(tasks[id].cgroup, tasks[id].bound_cpu, cpu))
                 .copied()
         };
         let Some(key @ (_, _, id)) = pick else {
@@ -1056,7 +1155,7 @@ impl Sched {
         let tasks = self.0.tasks.borrow();
         runnable
             .iter()
-            .any(|(_, _, t)| self.allowed(tasks[t].cgroup, cpu))
+            .any(|(_, _, t)| self.allowed(tasks[t].cgroup, tasks[t].bound_cpu, cpu))
     }
 
     /// The request of `id` on `cpu` ended (done, or abandoned by a spinner
@@ -1409,6 +1508,63 @@ mod tests {
         // Some task was waiting almost the whole time (PSI some ~ 100%).
         assert!(st.some_ns > 19 * SEC / 10, "{st:?}");
         assert!(s.add_cgroup("x", Some(&[9])).is_err());
+    }
+
+    #[test]
+    fn a_bound_task_runs_only_on_its_cpu() {
+        let (sim, s) = machine(4);
+        let mut hs = Vec::new();
+        for i in 0..2 {
+            let (s2, sm) = (s.clone(), sim.clone());
+            let h = s.spawn_daemon(&format!("k{i}"), CgroupId::ROOT, 0, async move {
+                s2.cpu(SEC).await;
+                (sm.now(), s2.current_cpu())
+            });
+            s.bind_to_cpu(h.id(), 2);
+            hs.push(h);
+        }
+        sim.run().unwrap();
+        // Both on CPU 2, one after the other, while three CPUs sat idle.
+        let r: Vec<_> = hs.iter().map(|h| h.result().unwrap()).collect();
+        assert!(r.iter().all(|&(_, c)| c == Some(2)), "{r:?}");
+        assert_eq!(r.iter().map(|&(t, _)| t).max(), Some(2 * SEC));
+        assert_eq!(s.cpu_busy_ns()[2], 2 * SEC);
+    }
+
+    #[test]
+    fn a_task_displaced_by_a_bound_worker_waits_until_the_tick_balance() {
+        // CPU 0 runs a long task; a worker bound to CPU 0 asks for it at
+        // 1.3 ms and gets it when the long task's slice ends (1.5 ms: 0.75 ms
+        // scaled for 2 CPUs). CPU 1 is idle, but an idle CPU looks for work
+        // only at a tick: the displaced task waits on CPU 0's queue until the
+        // next jiffy (2 ms), then CPU 1 takes it. Without the tick balance it
+        // would wait out the worker's whole 5 ms.
+        let sim = Sim::new(1);
+        let p = SchedParams {
+            tick_ns: MSEC,
+            ..SchedParams::for_cpus(2)
+        };
+        let s = Sched::new(&sim, p);
+        let (s1, sm1) = (s.clone(), sim.clone());
+        let long = s.spawn("long", CgroupId::ROOT, 0, async move {
+            s1.cpu(20 * MSEC).await;
+            sm1.now()
+        });
+        let (s2, sm2) = (s.clone(), sim.clone());
+        let w = s.spawn_daemon("kworker/0:0", CgroupId::ROOT, 0, async move {
+            sm2.sleep_until(1_300 * USEC).await;
+            s2.cpu(5 * MSEC).await;
+            sm2.now()
+        });
+        s.bind_to_cpu(w.id(), 0);
+        sim.run().unwrap();
+        assert_eq!(w.result().unwrap(), 6_500 * USEC);
+        // The long task waited from 1.5 to 2.0 ms.
+        assert_eq!(long.result().unwrap(), 20_500 * USEC);
+        assert_eq!(
+            s.cpu_busy_ns(),
+            vec![1_500 * USEC + 5 * MSEC, 18_500 * USEC]
+        );
     }
 
     #[test]

@@ -31,11 +31,20 @@
 //! the flush waits until no item with a smaller number is still in flight, which is
 //! the same guarantee without the color wrap-around.
 //!
-//! Simplified or left out: each workqueue has its own worker pool (the kernel
-//! shares unbound pools between workqueues with equal attributes and runs bound
-//! workqueues on per-CPU pools with concurrency management); bound workqueues
-//! are therefore modelled like unbound ones, limited by `max_active` only (the
-//! scheduler has no per-CPU run queues to bind to). Worker creation costs no time
+//! Bound (per-CPU) workqueues, the default without WQ_UNBOUND: an item runs
+//! on the CPU that queued it (`__queue_work` with `WORK_CPU_UNBOUND` picks
+//! the local CPU's pool), by a worker bound to that CPU (`kthread_bind`), so
+//! it competes with whatever runs there; the queueing CPU is the current
+//! task's, or the interrupt's for a device completion
+//! ([`Sched::this_cpu`]). An item queued where no CPU is known (a timer
+//! callback) is served by a worker free to run anywhere.
+//!
+//! Simplified or left out: each workqueue has its own worker pools (the kernel
+//! shares unbound pools between workqueues with equal attributes and shares a
+//! CPU's pools between all bound workqueues); no concurrency management (a
+//! bound pool may run several workers at once, sharing its CPU, where the
+//! kernel wakes another only when the running one sleeps); `max_active`
+//! counts the whole workqueue, not each CPU's pool. Worker creation costs no time
 //! ([`WORKER_CREATE_NS`]); idle workers are never reaped (`IDLE_WORKER_TIMEOUT`,
 //! 300 s, not modelled); no rescuer (WQ_MEM_RECLAIM is accepted and ignored), no
 //! freezing (WQ_FREEZABLE ignored), no CPU affinity or NUMA attributes, no
@@ -199,6 +208,9 @@ struct Item {
     /// Instance number on the work item.
     inst: u64,
     queued_at: Time,
+    /// The pool that serves it: the queueing CPU for a bound workqueue,
+    /// None for an unbound one (or where no CPU was known).
+    cpu: Option<usize>,
 }
 
 /// Statistics of one workqueue.
@@ -221,6 +233,8 @@ pub struct WqStats {
 struct WorkerSlot {
     task: Option<TaskId>,
     waker: Option<Waker>,
+    /// The CPU its pool serves (and it is bound to); None: unbound.
+    cpu: Option<usize>,
 }
 
 struct WqState {
@@ -412,6 +426,11 @@ impl Workqueue {
                 seq,
                 inst,
                 queued_at: sim.now(),
+                cpu: if self.0.flags.unbound {
+                    None
+                } else {
+                    self.0.sched.this_cpu()
+                },
             }
         };
         sim.trace("workqueue_queue_work", || {
@@ -434,19 +453,22 @@ impl Workqueue {
         self.0.sim.trace("workqueue_activate_work", || {
             format!("work={} workqueue={}", item.work.0.name, self.0.name)
         });
+        let cpu = item.cpu;
         {
             let mut st = self.0.st.borrow_mut();
             st.nr_active += 1;
             st.worklist.push_back(item);
         }
-        self.kick_worker();
+        self.kick_worker(cpu);
     }
 
-    /// `kick_pool` / `create_worker`: wake the most recently idle worker, or
-    /// create one if none is idle and fewer than `max_active` exist.
-    fn kick_worker(&self) {
+    /// `kick_pool` / `create_worker`: wake the most recently idle worker of
+    /// the pool serving `cpu`, or create one there if none is idle and the
+    /// pool has fewer than `max_active`.
+    fn kick_worker(&self, cpu: Option<usize>) {
         let mut st = self.0.st.borrow_mut();
-        if let Some(id) = st.idle.pop() {
+        if let Some(pos) = st.idle.iter().rposition(|&w| st.workers[w].cpu == cpu) {
+            let id = st.idle.remove(pos);
             let w = st.workers[id].waker.take();
             drop(st);
             if let Some(w) = w {
@@ -454,17 +476,21 @@ impl Workqueue {
             }
             return;
         }
-        if st.workers.len() >= self.0.max_active {
+        if st.workers.iter().filter(|w| w.cpu == cpu).count() >= self.0.max_active {
             return; // a busy worker will take it when done
         }
         let id = st.workers.len();
         st.workers.push(WorkerSlot {
             task: None,
             waker: None,
+            cpu,
         });
         st.stats.nr_workers = st.workers.len();
         drop(st);
-        let name = format!("kworker/u{}:{}-{}", self.0.pool_id, id, self.0.name);
+        let name = match cpu {
+            Some(c) => format!("kworker/{c}:{id}-{}", self.0.name),
+            None => format!("kworker/u{}:{}-{}", self.0.pool_id, id, self.0.name),
+        };
         let wq = self.clone();
         let h = self
             .0
@@ -472,6 +498,9 @@ impl Workqueue {
             .spawn_daemon(&name, CgroupId::ROOT, self.0.nice, async move {
                 worker_thread(wq, id).await
             });
+        if let Some(c) = cpu {
+            self.0.sched.bind_to_cpu(h.id(), c);
+        }
         self.0.st.borrow_mut().workers[id].task = Some(h.id());
     }
 
@@ -533,7 +562,8 @@ async fn worker_thread(wq: Workqueue, id: usize) {
         let mut slept = false;
         poll_fn(|cx| {
             let mut st = wq.0.st.borrow_mut();
-            if !st.worklist.is_empty() {
+            let mine = st.workers[id].cpu;
+            if st.worklist.iter().any(|it| it.cpu == mine) {
                 st.idle.retain(|&w| w != id);
                 st.workers[id].waker = None;
                 return Poll::Ready(());
@@ -554,7 +584,12 @@ async fn worker_thread(wq: Workqueue, id: usize) {
         if slept {
             wq.0.sched.idle_wakeup().await;
         }
-        let item = wq.0.st.borrow_mut().worklist.pop_front();
+        let item = {
+            let mut st = wq.0.st.borrow_mut();
+            let mine = st.workers[id].cpu;
+            let pos = st.worklist.iter().position(|it| it.cpu == mine);
+            pos.and_then(|p| st.worklist.remove(p))
+        };
         if let Some(item) = item {
             process_one_work(item).await;
         }

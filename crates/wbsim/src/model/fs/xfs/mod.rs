@@ -761,8 +761,14 @@ impl Filesystem for Xfs {
             .borrow_mut()
             .entry(sb.id)
             .or_insert_with(|| {
+                // xfs_init_mount_workqueues() up to 6.18: WQ_FREEZABLE |
+                // WQ_MEM_RECLAIM, no WQ_UNBOUND (WQ_PERCPU since the 2025
+                // workqueue refactor): a bound workqueue, so `xfs_end_bio`
+                // queues the ioend's work on the CPU where the bio
+                // completed. (A 2026 patch proposes WQ_UNBOUND;
+                // docs/kernel-mechanics.md §14.)
                 let flags = WqFlags {
-                    unbound: true,
+                    unbound: false,
                     mem_reclaim: true,
                     freezable: true,
                     ..WqFlags::default()
