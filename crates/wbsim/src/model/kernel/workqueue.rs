@@ -47,7 +47,7 @@
 //! counts the whole workqueue, not each CPU's pool. Worker creation costs no time
 //! ([`WORKER_CREATE_NS`]); idle workers are never reaped (`IDLE_WORKER_TIMEOUT`,
 //! 300 s, not modelled); no rescuer (WQ_MEM_RECLAIM is accepted and ignored), no
-//! freezing (WQ_FREEZABLE ignored), no CPU affinity or NUMA attributes, no
+//! freezing (WQ_FREEZABLE ignored), no cpumask or NUMA attributes of unbound workqueues, no
 //! watchdog. A workqueue being destroyed silently drops new work.
 
 use std::cell::RefCell;
