@@ -41,6 +41,7 @@ fn profile(bw: u64, lat_ns: u64, queue_depth: u32, parallelism: u32, max: u64) -
         first_write_rq_ns: 0,
         first_write_block_ns: 0,
         percpu_completion: false,
+        completion_cpu: None,
     }
 }
 
@@ -903,4 +904,23 @@ fn a_per_cpu_device_completes_on_the_submitting_cpu() {
         let want = if percpu { me } else { None };
         assert_eq!(seen.get(), Some(want), "percpu_completion = {percpu}");
     }
+    // A device whose interrupts go to one CPU completes everything there.
+    let sim = Sim::new(1);
+    let sched = Sched::new(&sim, SchedParams::for_cpus(4));
+    let p = DeviceProfile {
+        completion_cpu: Some(3),
+        ..profile(1000 * MIB, 20 * USEC, 32, 8, 4 * MIB)
+    };
+    let dev = BlockDevice::new(&sim, "d", p);
+    dev.attach(&sched);
+    let seen = Rc::new(Cell::new(None));
+    let (s, d, seen2) = (sched.clone(), dev.clone(), seen.clone());
+    sched.spawn("submitter", CgroupId::ROOT, 0, async move {
+        s.cpu(USEC).await;
+        let s2 = s.clone();
+        let end: Box<dyn FnOnce()> = Box::new(move || seen2.set(Some(s2.this_cpu())));
+        d.submit_bio(Bio::write(0, 4 * KIB), end).await;
+    });
+    sim.run().unwrap();
+    assert_eq!(seen.get(), Some(Some(3)));
 }

@@ -658,3 +658,20 @@ fn preempt_rcu_reaches_the_rcu_flavour() {
     let e = err("preempt_rcu = 1\n");
     assert_eq!(e.key.as_deref(), Some("preempt_rcu"), "{e}");
 }
+
+#[test]
+fn completion_cpu_must_name_a_cpu_of_the_machine() {
+    let dev = "\n[[device]]\nname = \"d\"\nprofile = \"loop-virtio\"\ncompletion_cpu = 3\n";
+    let ok =
+        scenario::parse_str(&format!("{BASE}{dev}"), "x.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ok.devices[0].params.completion_cpu, Some(3));
+    let bad = dev.replace("completion_cpu = 3", "completion_cpu = 4");
+    let e = err(&bad);
+    check(
+        &e,
+        ErrorKind::OutOfRange,
+        line_of(&bad, "completion_cpu = 4"),
+        "completion_cpu",
+        &["CPUs 0-3"],
+    );
+}

@@ -57,7 +57,7 @@ pub(crate) fn build(src: SourceMap) -> R<Scenario> {
     let raw: RawScenarioFile = toml::from_str(src.text()).map_err(|e| src.from_toml(&e))?;
     let h = read_header(&src, &raw)?;
     let machine = read_machine(&src, &raw)?;
-    let devices = read_devices(&src, &raw)?;
+    let devices = read_devices(&src, &raw, &machine)?;
     let filesystems = read_filesystems(&src, &raw, &devices)?;
     let cgroups = read_cgroups(&src, &raw, &machine)?;
     let variants = read_variants(&src, &raw, &machine)?;
@@ -199,11 +199,31 @@ fn read_machine(src: &SourceMap, raw: &RawScenarioFile) -> R<MachineConfig> {
 }
 
 /// `[[device]]` with `[device.bdi]`.
-fn read_devices(src: &SourceMap, raw: &RawScenarioFile) -> R<Vec<DeviceConfig>> {
+fn read_devices(
+    src: &SourceMap,
+    raw: &RawScenarioFile,
+    machine: &MachineConfig,
+) -> R<Vec<DeviceConfig>> {
     let mut seen = BTreeMap::new();
     let mut devices = Vec::new();
     for d in &raw.device {
         let dev = read_device(src, d)?;
+        if let Some(c) = dev.params.completion_cpu.filter(|&c| c >= machine.cpus) {
+            let at = d
+                .get_ref()
+                .get("completion_cpu")
+                .map_or(d.span(), |v| v.span());
+            return Err(src.error(
+                &at,
+                Some("completion_cpu"),
+                ErrorKind::OutOfRange,
+                &format!(
+                    "[[device]] '{}': completion_cpu {c}, but the machine has CPUs 0-{}",
+                    dev.name,
+                    machine.cpus.saturating_sub(1)
+                ),
+            ));
+        }
         let name = d.get_ref().get("name").map_or(d.span(), |v| v.span());
         unique(
             src,

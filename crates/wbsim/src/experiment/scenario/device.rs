@@ -51,6 +51,8 @@ key_table! {
             "Device time per 4 KiB block written for the first time (a sparse backing file).";
         percpu_completion: Bool => |p, x| p.percpu_completion = x,
             "A request completes on the CPU that submitted it, where the work its completion queues on a per-CPU workqueue runs (NVMe, pmem: true; loop: false).";
+        completion_cpu: Int(0, 8191) => |p, n| p.completion_cpu = Some(n as usize),
+            "The CPU whose interrupt completes every request, where the device below takes its interrupts on one CPU (/proc/irq/N/effective_affinity_list); default: left open.";
     }
 }
 

@@ -617,7 +617,7 @@ impl BlockDevice {
         let cpu = if p.percpu_completion {
             inner.sched.borrow().as_ref().and_then(Sched::this_cpu)
         } else {
-            None
+            p.completion_cpu
         };
         let end = Rc::new(BioEnd {
             remaining: Cell::new(pieces.len() as u64),
