@@ -217,7 +217,7 @@ fn read_devices(
                 &at,
                 Some("completion_cpu"),
                 ErrorKind::OutOfRange,
-                &format!(
+                format!(
                     "[[device]] '{}': completion_cpu {c}, but the machine has CPUs 0-{}",
                     dev.name,
                     machine.cpus.saturating_sub(1)
