@@ -187,29 +187,32 @@ fn counts_means_within_1_5x_and_p99_within_2x() {
     let b = Results::load(fixture("compare_b.json")).expect("fixture B");
     let c = compare(&a, &b, 2.0);
     let k = c.counts();
-    assert_eq!(k.means, c.rows.len());
+    assert_eq!(k.all.means, c.rows.len());
     let means_within = c
         .rows
         .iter()
         .filter(|r| r.ratio <= 1.5 && r.ratio >= 1.0 / 1.5)
         .count();
-    assert_eq!(k.means_within, means_within);
+    assert_eq!(k.all.means_within, means_within);
     // umount.xfs.dirty.umount.call: 3.5x apart.
-    assert!(k.means_within < k.means);
+    assert!(k.all.means_within < k.all.means);
     let hist_rows = c.rows.iter().filter(|r| r.pcts.is_some()).count();
-    assert_eq!(k.p99s, hist_rows);
+    assert_eq!(k.all.p99s, hist_rows);
     // p99 150 vs 400: 2.67x, outside 2x.
-    assert!(k.p99_within < k.p99s);
+    assert!(k.all.p99_within < k.all.p99s);
     let text = render(&c, "A", "B");
     assert!(
         text.contains(&format!(
             "means within 1.5x: {} of {}",
-            k.means_within, k.means
+            k.all.means_within, k.all.means
         )),
         "{text}"
     );
     assert!(
-        text.contains(&format!("p99 within 2x: {} of {}", k.p99_within, k.p99s)),
+        text.contains(&format!(
+            "p99 within 2x: {} of {}",
+            k.all.p99_within, k.all.p99s
+        )),
         "{text}"
     );
 }
@@ -274,11 +277,11 @@ fn counts_job_rows_apart_and_sums_pairs_given_with_and() {
         .filter(|r| wbsim::cli::compare::is_job_row(&r.name) && r.ratio.is_finite())
         .collect();
     assert!(!jobs.is_empty(), "the fixtures have job rows");
-    assert_eq!(k.job_means, jobs.len());
-    assert!(k.job_means <= k.means && k.job_p99s <= k.p99s);
+    assert_eq!(k.jobs.means, jobs.len());
+    assert!(k.jobs.means <= k.all.means && k.jobs.p99s <= k.all.p99s);
     let line = format!(
         "job rows (each job's throughput and mean latency) within 1.5x: {} of {}",
-        k.job_means_within, k.job_means
+        k.jobs.means_within, k.jobs.means
     );
     assert!(render(&c, "A", "B").contains(&line));
 
@@ -297,16 +300,16 @@ fn counts_job_rows_apart_and_sums_pairs_given_with_and() {
     assert!(
         tail.contains(&format!(
             "means within 1.5x: {} of {}",
-            2 * k.means_within,
-            2 * k.means
+            2 * k.all.means_within,
+            2 * k.all.means
         )),
         "{tail}"
     );
     assert!(
         tail.contains(&format!(
             "job latency p99 within 2x: {} of {}",
-            2 * k.job_p99_within,
-            2 * k.job_p99s
+            2 * k.jobs.p99_within,
+            2 * k.jobs.p99s
         )),
         "{tail}"
     );

@@ -100,9 +100,9 @@ impl Row {
     }
 }
 
-/// How many rows agree within the targets.
+/// How many rows of one kind agree within the targets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counts {
+pub struct Tally {
     /// Rows whose means (values) are within [`MEAN_WITHIN`].
     pub means_within: usize,
     /// Rows with a finite mean ratio.
@@ -111,27 +111,50 @@ pub struct Counts {
     pub p99_within: usize,
     /// Histogram rows with a finite p99 ratio.
     pub p99s: usize,
-    /// Job rows ([`is_job_row`]) whose means are within [`MEAN_WITHIN`].
-    pub job_means_within: usize,
-    /// Job rows with a finite mean ratio.
-    pub job_means: usize,
-    /// Job latency rows ([`is_job_latency_row`]) whose p99s are within
-    /// [`P99_WITHIN`].
-    pub job_p99_within: usize,
-    /// Job latency rows with a finite p99 ratio.
-    pub job_p99s: usize,
 }
 
-impl std::ops::AddAssign for Counts {
-    fn add_assign(&mut self, o: Counts) {
+impl Tally {
+    /// Counts a row's mean ratio, if finite.
+    fn add_mean(&mut self, ratio: f64) {
+        if ratio.is_finite() {
+            self.means += 1;
+            self.means_within += usize::from(within(ratio, MEAN_WITHIN));
+        }
+    }
+
+    /// Counts a row's p99 ratio, if finite.
+    fn add_p99(&mut self, ratio: f64) {
+        if ratio.is_finite() {
+            self.p99s += 1;
+            self.p99_within += usize::from(within(ratio, P99_WITHIN));
+        }
+    }
+}
+
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, o: Tally) {
         self.means_within += o.means_within;
         self.means += o.means;
         self.p99_within += o.p99_within;
         self.p99s += o.p99s;
-        self.job_means_within += o.job_means_within;
-        self.job_means += o.job_means;
-        self.job_p99_within += o.job_p99_within;
-        self.job_p99s += o.job_p99s;
+    }
+}
+
+/// How many rows agree within the targets: every row, and the job rows
+/// alone (means of [`is_job_row`] rows, p99s of [`is_job_latency_row`]
+/// rows).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Every row.
+    pub all: Tally,
+    /// The job rows.
+    pub jobs: Tally,
+}
+
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.all += o.all;
+        self.jobs += o.jobs;
     }
 }
 
@@ -175,25 +198,14 @@ impl Comparison {
     pub fn counts(&self) -> Counts {
         let mut c = Counts::default();
         for r in &self.rows {
-            let job = is_job_row(&r.name);
-            if r.ratio.is_finite() {
-                let ok = usize::from(within(r.ratio, MEAN_WITHIN));
-                c.means += 1;
-                c.means_within += ok;
-                if job {
-                    c.job_means += 1;
-                    c.job_means_within += ok;
-                }
-            }
             let p = r.p99_ratio();
-            if p.is_finite() {
-                let ok = usize::from(within(p, P99_WITHIN));
-                c.p99s += 1;
-                c.p99_within += ok;
-                if is_job_latency_row(&r.name) {
-                    c.job_p99s += 1;
-                    c.job_p99_within += ok;
-                }
+            c.all.add_mean(r.ratio);
+            c.all.add_p99(p);
+            if is_job_row(&r.name) {
+                c.jobs.add_mean(r.ratio);
+            }
+            if is_job_latency_row(&r.name) {
+                c.jobs.add_p99(p);
             }
         }
         c
@@ -619,19 +631,20 @@ pub fn render(c: &Comparison, a_label: &str, b_label: &str) -> String {
 
 /// The count lines: every row, then the job rows alone.
 pub fn render_counts(k: &Counts) -> String {
+    let (a, j) = (k.all, k.jobs);
     format!(
         "means within {MEAN_WITHIN}x: {} of {}\n\
          p99 within {P99_WITHIN}x: {} of {}\n\
          job rows (each job's throughput and mean latency) within {MEAN_WITHIN}x: {} of {}\n\
          job latency p99 within {P99_WITHIN}x: {} of {}\n",
-        k.means_within,
-        k.means,
-        k.p99_within,
-        k.p99s,
-        k.job_means_within,
-        k.job_means,
-        k.job_p99_within,
-        k.job_p99s
+        a.means_within,
+        a.means,
+        a.p99_within,
+        a.p99s,
+        j.means_within,
+        j.means,
+        j.p99_within,
+        j.p99s
     )
 }
 
