@@ -232,6 +232,13 @@ struct Cpu {
     stint_carry: Time,
 }
 
+impl Cpu {
+    /// No task runs on it, and none holds it for the rest of the instant.
+    fn is_idle(&self) -> bool {
+        self.current.is_none() && self.held.is_none()
+    }
+}
+
 /// What RCU sees of one CPU (`rcu_data`'s view through the scheduler and
 /// context tracking): whether it is idle (in an extended quiescent state),
 /// how many context switches it made (each one is a quiescent state,
@@ -823,7 +830,7 @@ impl Sched {
         // An idle CPU this task may use?
         let idle = (0..self.nr_cpus()).find(|&c| {
             let cpus = self.0.cpus.borrow();
-            cpus[c].current.is_none() && cpus[c].held.is_none() && self.allowed(cg, bound, c)
+            cpus[c].is_idle() && self.allowed(cg, bound, c)
         });
         if let Some(c) = idle {
             self.pick_next(c);
@@ -931,11 +938,7 @@ impl Sched {
             let cpus = self.0.cpus.borrow();
             let tasks = self.0.tasks.borrow();
             let e = &tasks[&id];
-            (0..cpus.len()).any(|c| {
-                cpus[c].current.is_none()
-                    && cpus[c].held.is_none()
-                    && self.allowed(e.cgroup, e.bound_cpu, c)
-            })
+            (0..cpus.len()).any(|c| cpus[c].is_idle() && self.allowed(e.cgroup, e.bound_cpu, c))
         };
         if !idle_allowed {
             return;
@@ -951,10 +954,7 @@ impl Sched {
     /// it may run.
     fn idle_balance(&self) {
         for c in 0..self.nr_cpus() {
-            let free = {
-                let cpus = self.0.cpus.borrow();
-                cpus[c].current.is_none() && cpus[c].held.is_none()
-            };
+            let free = self.0.cpus.borrow()[c].is_idle();
             if free && self.contended(c) {
                 self.pick_next(c);
             }
