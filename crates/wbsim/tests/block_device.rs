@@ -42,6 +42,7 @@ fn profile(bw: u64, lat_ns: u64, queue_depth: u32, parallelism: u32, max: u64) -
         first_write_block_ns: 0,
         percpu_completion: false,
         completion_cpu: None,
+        nr_hw_queues: 1,
     }
 }
 
@@ -916,4 +917,73 @@ fn a_per_cpu_device_completes_on_the_submitting_cpu() {
         ..base()
     });
     assert_eq!(ran, Some(3));
+}
+
+/// A device with one request served at a time (1 ms each, 4 tags per
+/// hardware queue) on a 2-CPU machine: a task bound to CPU 0 submits 8
+/// writes at once, then a task bound to CPU 1 submits one. Returns when the
+/// CPU 1 write completed, and the tags in use and sleepers right after it
+/// was submitted.
+fn second_cpu_write(nr_hw_queues: u32) -> (u64, u32, usize) {
+    use wbsim::model::kernel::sched::{CgroupId, Sched, SchedParams};
+    let sim = Sim::new(1);
+    let sched = Sched::new(&sim, SchedParams::for_cpus(2));
+    let dev = BlockDevice::new(
+        &sim,
+        "d",
+        DeviceProfile {
+            nr_hw_queues,
+            ..profile(1_000_000 * MIB, MSEC, 4, 1, MIB)
+        },
+    );
+    dev.attach(&sched);
+    let (d, s) = (dev.clone(), sched.clone());
+    let busy = sched.spawn("cpu0", CgroupId::ROOT, 0, async move {
+        s.cpu(USEC).await;
+        for i in 0..8u64 {
+            d.submit_bio(Bio::write(i * MIB, 4 * KIB), Box::new(|| {}))
+                .await;
+        }
+    });
+    sched.bind_to_cpu(busy.id(), 0);
+    let done = Rc::new(Cell::new(0));
+    let seen = Rc::new(Cell::new((0, 0)));
+    let (d, s, sm, dn, sn) = (
+        dev.clone(),
+        sched.clone(),
+        sim.clone(),
+        done.clone(),
+        seen.clone(),
+    );
+    let other = sched.spawn("cpu1", CgroupId::ROOT, 0, async move {
+        sm.sleep(10 * USEC).await;
+        s.cpu(USEC).await;
+        let sm2 = sm.clone();
+        d.submit_bio(
+            Bio::write(100 * MIB, 4 * KIB),
+            Box::new(move || dn.set(sm2.now())),
+        )
+        .await;
+        sn.set((d.tags_in_use(), d.tag_waiters()));
+    });
+    sched.bind_to_cpu(other.id(), 1);
+    sim.run().unwrap();
+    let (tags, waiters) = seen.get();
+    (done.get(), tags, waiters)
+}
+
+#[test]
+fn each_hardware_queue_has_its_own_tags_and_the_device_serves_them_in_turn() {
+    // One queue: CPU 0's task holds the four tags and sleeps for a fifth;
+    // the CPU 1 write sleeps behind it, gets the second tag freed (2 ms) and
+    // is served behind CPU 0's five writes: done after 6 ms.
+    let (t, _, _) = second_cpu_write(1);
+    assert!((6 * MSEC..6 * MSEC + 100 * USEC).contains(&t), "{t}");
+    // A queue per CPU: it takes a tag of its own queue at once (CPU 0's
+    // four are in use and its task still sleeps for a fifth), and the
+    // device, taking the queues in turn, serves it right after the request
+    // in service: done after 2 ms.
+    let (t, tags, waiters) = second_cpu_write(2);
+    assert_eq!((tags, waiters), (5, 1));
+    assert!((2 * MSEC..2 * MSEC + 100 * USEC).contains(&t), "{t}");
 }

@@ -28,7 +28,9 @@ key_table! {
         read_lat: Duration => |p, ns| p.read_latency_ns = ns,
             "Read latency.";
         queue_depth: Int(1, 65536) => |p, n| p.queue_depth = n as u32,
-            "Requests in flight.";
+            "Requests in flight (tags), per hardware queue.";
+        nr_hw_queues: Int(1, 4096) => |p, n| p.nr_hw_queues = n as u32,
+            "Hardware queues, each with its own tags; a request uses its submitting CPU's, and the device serves the queues in turn (NVMe: one per CPU; loop, virtio-blk: 1).";
         parallelism: Int(1, 65536) => |p, n| p.parallelism = n as u32,
             "Requests served at once.";
         driver_cpu: Duration => |p, ns| p.driver_cpu_ns = ns,

@@ -8,9 +8,13 @@
 //!   (`bio_split_to_limits()` -> `bio_split_rw_at()`,
 //!   `block/blk-merge.c`), try a back merge (`blk_attempt_plug_merge()` /
 //!   `blk_mq_sched_try_merge()` -> `bio_attempt_back_merge()`), else allocate
-//!   a request, sleeping in `blk_mq_get_tag()` while every tag is in use.
-//! - `blk_mq_dispatch_rq_list()` -> `queue_rq`: requests go to the device in
-//!   FIFO order while it has a free internal slot.
+//!   a request, sleeping in `blk_mq_get_tag()` while every tag of its
+//!   hardware queue is in use. A request belongs to the hardware queue of
+//!   the CPU that submits it (`blk_mq_map_queues`; an NVMe device has one
+//!   per CPU, a loop device one for all, [`DeviceProfile::nr_hw_queues`]).
+//! - `blk_mq_dispatch_rq_list()` -> `queue_rq`: requests go to the device
+//!   while it has a free internal slot, in FIFO order within a hardware
+//!   queue, the queues taken in turn (NVMe round-robin arbitration).
 //! - `blk_mq_end_request()` -> `bio_endio()`: a request's completion ends
 //!   each of its bios; a split bio's `bi_end_io` runs when its last piece
 //!   completes (`bio_chain()`). Freeing the tag wakes the oldest waiter.
@@ -29,9 +33,13 @@
 //!
 //! Simplified or left out: segments are counted from the bio's average run
 //! size (physically adjacent runs of different folios are never merged into
-//! one segment); one hardware queue and no software queues; no I/O
-//! scheduler (merges are back merges only, onto requests not yet sent to the
-//! device); no plugging as such; no requeue, errors, timeouts or polling. A
+//! one segment); no software queues (a bio may back-merge into a request
+//! of another CPU's hardware queue, where blk-mq merges only within the
+//! submitting CPU's software queue or plug); round-robin arbitration with
+//! a burst of one command, and one ring ([`DeviceProfile::ring_slots`]) for
+//! the whole device; no I/O scheduler (merges are back merges only, onto
+//! requests not yet sent to the device); no plugging as such; no requeue,
+//! errors, timeouts or polling. A
 //! flush waits for every write submitted before it (not only completed ones)
 //! and then costs `flush_latency_ns`; flushes are not merged with each other
 //! (no flush sequence sharing). If the task in `submit_bio` is cancelled while
@@ -115,6 +123,8 @@ struct Request {
     wbt_tracked: bool,
     /// When it was sent to the device (`io_start_time_ns`), ns.
     issue_ns: Time,
+    /// Its hardware queue (tags and dispatch list).
+    hctx: usize,
 }
 
 impl Request {
@@ -149,9 +159,15 @@ struct State {
     next_rq: u64,
     /// Back-merge candidates by (op, end offset): the elevator's `rqhash`.
     rq_hash: BTreeMap<(BioOp, u64), u64>,
-    tags_in_use: u32,
-    tag_wait: VecDeque<u64>,
-    dispatch: VecDeque<u64>,
+    /// Tags in use, per hardware queue.
+    tags_in_use: Vec<u32>,
+    /// Requests sleeping for a tag, per hardware queue, oldest first.
+    tag_wait: Vec<VecDeque<u64>>,
+    /// Requests with a tag waiting for a device slot, per hardware queue.
+    dispatch: Vec<VecDeque<u64>>,
+    /// The hardware queue the device takes its next command from: the
+    /// queues are served in turn (NVMe round-robin arbitration).
+    next_hctx: usize,
     /// Requests in their latency phase.
     in_latency: u32,
     /// Ring descriptors held by requests on the device
@@ -275,6 +291,8 @@ impl BlockDevice {
         profile.queue_depth = profile.queue_depth.max(1);
         profile.parallelism = profile.parallelism.max(1);
         profile.max_request_bytes = profile.max_request_bytes.max(SECTOR_BYTES);
+        profile.nr_hw_queues = profile.nr_hw_queues.max(1);
+        let nr_hw = profile.nr_hw_queues as usize;
         let now = sim.now();
         BlockDevice(Rc::new(Inner {
             sim: sim.clone(),
@@ -283,9 +301,10 @@ impl BlockDevice {
                 requests: BTreeMap::new(),
                 next_rq: 0,
                 rq_hash: BTreeMap::new(),
-                tags_in_use: 0,
-                tag_wait: VecDeque::new(),
-                dispatch: VecDeque::new(),
+                tags_in_use: vec![0; nr_hw],
+                tag_wait: vec![VecDeque::new(); nr_hw],
+                dispatch: vec![VecDeque::new(); nr_hw],
+                next_hctx: 0,
                 in_latency: 0,
                 ring_used: 0,
                 pipe_free: 0,
@@ -358,14 +377,38 @@ impl BlockDevice {
         &self.0.profile
     }
 
-    /// Tags allocated now.
+    /// Tags allocated now, over all hardware queues.
     pub fn tags_in_use(&self) -> u32 {
-        self.0.st.borrow().tags_in_use
+        self.0.st.borrow().tags_in_use.iter().sum()
     }
 
-    /// Submitters sleeping for a tag now.
+    /// Submitters sleeping for a tag now, over all hardware queues.
     pub fn tag_waiters(&self) -> usize {
-        self.0.st.borrow().tag_wait.len()
+        self.0.st.borrow().tag_wait.iter().map(VecDeque::len).sum()
+    }
+
+    /// The hardware queue of a request submitted on `cpu`
+    /// (`blk_mq_map_queues` -> `group_cpus_evenly`: consecutive CPUs share a
+    /// queue when there are fewer queues than CPUs). A submission outside
+    /// any task (a timer callback) counts as CPU 0's.
+    fn hctx_of(&self, cpu: Option<usize>) -> usize {
+        let nr_hw = self.0.profile.nr_hw_queues as usize;
+        if nr_hw <= 1 {
+            return 0;
+        }
+        let cpus = self
+            .0
+            .sched
+            .borrow()
+            .as_ref()
+            .map_or(1, Sched::nr_cpus)
+            .max(1);
+        let cpu = cpu.unwrap_or(0) % cpus;
+        if cpus <= nr_hw {
+            cpu
+        } else {
+            cpu * nr_hw / cpus
+        }
     }
 
     /// A statistics snapshot at the current time.
@@ -654,6 +697,7 @@ impl BlockDevice {
         });
         let accounted = op != BioOp::Flush;
         let flush_barrier = write_seq.unwrap_or(st.next_write_seq);
+        let hctx = self.hctx_of(inner.sched.borrow().as_ref().and_then(Sched::this_cpu));
         let rq = Request {
             op,
             flags,
@@ -670,6 +714,7 @@ impl BlockDevice {
             tag_waiter: None,
             wbt_tracked,
             issue_ns: now,
+            hctx,
         };
         if rq.mergeable() {
             st.rq_hash.insert((rq.op, rq.offset + rq.len), id);
@@ -679,12 +724,12 @@ impl BlockDevice {
             st.stats.in_flight += 1;
             st.stats.max_in_flight = st.stats.max_in_flight.max(st.stats.in_flight);
         }
-        if st.tags_in_use < inner.profile.queue_depth && st.tag_wait.is_empty() {
-            st.tags_in_use += 1;
+        if st.tags_in_use[hctx] < inner.profile.queue_depth && st.tag_wait[hctx].is_empty() {
+            st.tags_in_use[hctx] += 1;
             self.got_tag(st, id);
             None
         } else {
-            st.tag_wait.push_back(id);
+            st.tag_wait[hctx].push_back(id);
             Some(id)
         }
     }
@@ -750,7 +795,8 @@ impl BlockDevice {
             self.check_flushes(st);
         } else {
             rq.state = RqState::Queued;
-            st.dispatch.push_back(id);
+            let h = rq.hctx;
+            st.dispatch[h].push_back(id);
         }
     }
 
@@ -805,20 +851,27 @@ impl BlockDevice {
             // blk-flush: preflush done, now the data (REQ_FSEQ_DATA).
             let rq = st.requests.get_mut(&id).expect("request exists");
             rq.state = RqState::Queued;
-            st.dispatch.push_back(id);
+            let h = rq.hctx;
+            st.dispatch[h].push_back(id);
             self.run_dispatch(&mut st);
         }
     }
 
     // ------------------------------------------------------------- service
 
-    /// Sends queued requests to the device while it has free slots.
+    /// Sends queued requests to the device while it has free slots, taking
+    /// the hardware queues in turn.
     fn run_dispatch(&self, st: &mut State) {
         let inner = &*self.0;
+        let nr_hw = st.dispatch.len();
         while st.in_latency < inner.profile.parallelism {
-            let Some(&id) = st.dispatch.front() else {
+            let Some(h) = (0..nr_hw)
+                .map(|i| (st.next_hctx + i) % nr_hw)
+                .find(|&h| !st.dispatch[h].is_empty())
+            else {
                 break;
             };
+            let id = st.dispatch[h][0];
             // A ring without room for the next request's descriptors stops
             // the queue until a completion frees some (in order: the head
             // is not passed).
@@ -831,7 +884,8 @@ impl BlockDevice {
             } else {
                 0
             };
-            st.dispatch.pop_front();
+            st.dispatch[h].pop_front();
+            st.next_hctx = (h + 1) % nr_hw;
             st.ring_used += ring;
             st.in_latency += 1;
             let now = inner.sim.now();
@@ -1006,7 +1060,8 @@ impl BlockDevice {
         let inner = &*self.0;
         let now = inner.sim.now();
         let rq = st.requests.remove(&id).expect("request exists");
-        st.tags_in_use -= 1;
+        let h = rq.hctx;
+        st.tags_in_use[h] -= 1;
         st.ring_used -= rq.ring;
         if rq.accounted {
             st.stats.in_flight -= 1;
@@ -1062,12 +1117,13 @@ impl BlockDevice {
             st.outstanding_writes.remove(&seq);
             self.check_flushes(st);
         }
-        // The freed tag goes to the oldest sleeper (sbitmap wakeup).
-        while st.tags_in_use < inner.profile.queue_depth {
-            let Some(next) = st.tag_wait.pop_front() else {
+        // The freed tag goes to the oldest sleeper of its hardware queue
+        // (sbitmap wakeup).
+        while st.tags_in_use[h] < inner.profile.queue_depth {
+            let Some(next) = st.tag_wait[h].pop_front() else {
                 break;
             };
-            st.tags_in_use += 1;
+            st.tags_in_use[h] += 1;
             if let Some(w) = st.requests.get_mut(&next).and_then(|r| r.tag_waiter.take()) {
                 d.wake.push(w);
             }

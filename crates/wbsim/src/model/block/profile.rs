@@ -63,8 +63,9 @@ pub struct DeviceProfile {
     pub read_latency_ns: u64,
     /// Per-request write latency, ns.
     pub write_latency_ns: u64,
-    /// Tags: requests that can be allocated at once (`nr_requests`). A
-    /// submitter sleeps when all are in use, as in `blk_mq_get_tag()`.
+    /// Tags: requests that can be allocated at once (`nr_requests`), per
+    /// hardware queue ([`DeviceProfile::nr_hw_queues`]). A submitter sleeps
+    /// when all of its queue's are in use, as in `blk_mq_get_tag()`.
     pub queue_depth: u32,
     /// Requests that can be in their latency phase at once (the device's
     /// internal channels / dies / worker threads).
@@ -184,6 +185,18 @@ pub struct DeviceProfile {
     /// machine, not of the device class, so no built-in profile sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_cpu: Option<usize>,
+    /// Hardware queues (the tag set's `nr_hw_queues`), each with its own
+    /// `queue_depth` tags and its own list of requests waiting for the
+    /// device. A request goes to the queue of the CPU that submits it
+    /// (`blk_mq_map_queues`: with fewer queues than CPUs, consecutive CPUs
+    /// share one), and the device takes commands from the queues in turn
+    /// (NVMe's default round-robin arbitration), so a submitter on another
+    /// CPU neither sleeps for tags behind a busy CPU's requests nor waits
+    /// behind all of them for the device. 1 (the default): one queue for
+    /// every CPU (a loop device, a single-queue virtio disk, a bio-based
+    /// driver).
+    #[serde(default = "default_one", skip_serializing_if = "is_one")]
+    pub nr_hw_queues: u32,
 }
 
 fn default_wbt_lat_ns() -> u64 {
@@ -192,6 +205,14 @@ fn default_wbt_lat_ns() -> u64 {
 
 fn default_true() -> bool {
     true
+}
+
+fn default_one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 /// Why a profile cannot be used.
@@ -260,7 +281,11 @@ impl DeviceProfile {
     /// class (6.9 / 4.1 GB/s). Parallelism 64 gives 64 / 84 us = 762K read
     /// IOPS, near the quoted 700K. Queue depth 1023: the Linux NVMe driver's
     /// default `io_queue_depth` is 1024 and the tag set uses one entry less
-    /// (`drivers/nvme/host/pci.c`); one hardware queue is modelled.
+    /// (`drivers/nvme/host/pci.c`), per hardware queue. Hardware queues 64:
+    /// the driver asks for one I/O queue pair per possible CPU
+    /// (`nvme_setup_io_queues`) and the controller grants up to its "Number
+    /// of Queues" (estimate: datacentre drives of this class grant 64 or
+    /// more), so each CPU of a machine up to 64 CPUs has its own queue.
     /// `max_sectors_kb` 128: MDTS = 5 (32 x 4 KiB), common on such drives
     /// (see `queue/max_hw_sectors_kb`). With power-loss protection the drive
     /// reports no volatile write cache (VWC = 0), so Linux never sends it
@@ -295,6 +320,7 @@ impl DeviceProfile {
             first_write_block_ns: 0,
             percpu_completion: true,
             completion_cpu: None,
+            nr_hw_queues: 64,
         }
     }
 
@@ -328,7 +354,10 @@ impl DeviceProfile {
     /// the host page cache and a host NVMe (estimate, not from the commit).
     /// Parallelism 64: QEMU's thread pool has at most 64 workers
     /// (`util/thread-pool.c`, `max_threads`). Queue depth 1023: QEMU's MQES
-    /// (2048 entries) exceeds the driver's `io_queue_depth` (1024), less one.
+    /// (2048 entries) exceeds the driver's `io_queue_depth` (1024), less one,
+    /// per hardware queue. Hardware queues 64: QEMU's `max_ioqpairs` default
+    /// (`hw/nvme/ctrl.c`), so a guest of up to 64 vCPUs has one per vCPU;
+    /// the one emulation thread still takes their commands one at a time.
     /// `max_request_bytes` 512 KiB: QEMU's default `mdts=7` (128 x 4 KiB).
     /// QEMU reports a volatile write cache; a flush is an `fdatasync` of the
     /// image on the host (~0.5 ms on a host NVMe, estimate), and FUA writes
@@ -381,6 +410,7 @@ impl DeviceProfile {
             first_write_block_ns: 0,
             percpu_completion: true,
             completion_cpu: None,
+            nr_hw_queues: 64,
         }
     }
 
@@ -388,7 +418,8 @@ impl DeviceProfile {
     /// a virtio-blk disk, like this project's build machines.
     ///
     /// Sources: queue depth 128 is the loop driver's `hw_queue_depth` default
-    /// (`drivers/block/loop.c`, seen as `nr_requests` = 128 here) and
+    /// (`drivers/block/loop.c`, seen as `nr_requests` = 128 here), in its one
+    /// hardware queue (`loop_add`: `nr_hw_queues` = 1), and
     /// `max_sectors_kb` is 1280 on those machines (both read from
     /// `/sys/block/loopN/queue` on 2026-11-28, as is `wbt_lat_usec` = 2000:
     /// blk-wbt on with a 2 ms target, `wbt_lat_ns`). The loop driver issues each
@@ -494,6 +525,7 @@ impl DeviceProfile {
             first_write_block_ns: 0,
             percpu_completion: false,
             completion_cpu: None,
+            nr_hw_queues: 1,
         }
     }
 
@@ -534,7 +566,7 @@ impl DeviceProfile {
     /// in the submitter's context, so the per-request cost is block-layer and
     /// memcpy overhead: ~1 us. The driver is bio-based (no tags, no splitting
     /// to `max_sectors`): queue depth and `max_request_bytes` are set large
-    /// (1024, 4 MiB) so they never bind; parallelism 16 stands for the CPUs
+    /// (1024, 4 MiB, one queue) so they never bind; parallelism 16 stands for the CPUs
     /// copying at once. Flush is `nvdimm_flush()` (a write to the flush-hint
     /// address, ~1 us); FUA costs nothing extra. No writeback throttling
     /// (`wbt_lat_ns` 0): blk-wbt is an rq-qos policy of blk-mq queues.
@@ -566,6 +598,7 @@ impl DeviceProfile {
             first_write_block_ns: 0,
             percpu_completion: true,
             completion_cpu: None,
+            nr_hw_queues: 1,
         }
     }
 
@@ -578,7 +611,8 @@ impl DeviceProfile {
 
     /// Checks the values the device model relies on.
     pub fn validate(&self) -> Result<(), ProfileError> {
-        let checks: [(&'static str, u64, u64); 5] = [
+        let checks: [(&'static str, u64, u64); 6] = [
+            ("nr_hw_queues", u64::from(self.nr_hw_queues), 1),
             ("read_bw_bytes_per_sec", self.read_bw_bytes_per_sec, 1),
             ("write_bw_bytes_per_sec", self.write_bw_bytes_per_sec, 1),
             ("queue_depth", u64::from(self.queue_depth), 1),
