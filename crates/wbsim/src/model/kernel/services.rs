@@ -40,6 +40,7 @@ pub struct Kernel {
     locks: LockStats,
     vars: WaitVarTable,
     system_wq: Workqueue,
+    system_unbound_wq: Workqueue,
     cpus: usize,
     hz: u64,
     stats: RunStats,
@@ -81,6 +82,15 @@ impl Kernel {
         let rcu =
             Rcu::with_sched(sim, rcu_params, Some(sched.clone())).map_err(|e| e.to_string())?;
         let system_wq = alloc_workqueue(&sched, "events", WqFlags::default(), 0);
+        let system_unbound_wq = alloc_workqueue(
+            &sched,
+            "events_unbound",
+            WqFlags {
+                unbound: true,
+                ..WqFlags::default()
+            },
+            0,
+        );
         Ok(Kernel {
             sim: sim.clone(),
             sched,
@@ -88,6 +98,7 @@ impl Kernel {
             locks,
             vars: WaitVarTable::new("vars"),
             system_wq,
+            system_unbound_wq,
             cpus: p.cpus,
             hz: p.hz,
             stats: RunStats::default(),
@@ -129,6 +140,13 @@ impl Kernel {
     /// put work (delayed_mntput, deferred mount release).
     pub fn system_wq(&self) -> &Workqueue {
         &self.system_wq
+    }
+
+    /// `system_unbound_wq` ("events_unbound", `system_dfl_wq` since 6.19):
+    /// work that may run on any CPU, served by unbound workers
+    /// (`cleanup_offline_cgwbs_work`).
+    pub fn system_unbound_wq(&self) -> &Workqueue {
+        &self.system_unbound_wq
     }
 
     /// Online CPUs (`num_online_cpus()`).

@@ -337,7 +337,7 @@ fn cgwb_kill(mm: &Mm, wb: &Rc<Wb>) {
 
 /// `wb_memcg_offline` (from `mem_cgroup_css_offline`): kills every cgwb of
 /// the memcg, shuts its cgwb list, and queues `cleanup_offline_cgwbs_work`
-/// (on `system_wq` here; the kernel uses `system_unbound_wq`).
+/// on `system_unbound_wq`.
 pub fn wb_memcg_offline(mm: &Mm, memcg: &Rc<MemCgroup>) {
     for wb in memcg.cgwb_list_close() {
         // Back on the list until released, so the release can find it.
@@ -347,7 +347,7 @@ pub fn wb_memcg_offline(mm: &Mm, memcg: &Rc<MemCgroup>) {
         }
     }
     if let Some(w) = mm.cgwb_cleanup_work() {
-        queue_work(mm.kernel().system_wq(), w);
+        queue_work(mm.kernel().system_unbound_wq(), w);
     }
 }
 
