@@ -387,28 +387,22 @@ impl BlockDevice {
         self.0.st.borrow().tag_wait.iter().map(VecDeque::len).sum()
     }
 
-    /// The hardware queue of a request submitted on `cpu`
-    /// (`blk_mq_map_queues` -> `group_cpus_evenly`: consecutive CPUs share a
-    /// queue when there are fewer queues than CPUs). A submission outside
-    /// any task (a timer callback) counts as CPU 0's.
-    fn hctx_of(&self, cpu: Option<usize>) -> usize {
-        let nr_hw = self.0.profile.nr_hw_queues as usize;
-        if nr_hw <= 1 {
+    /// Which of the device's `nr_hw` hardware queues a request submitted now
+    /// goes to: the submitting CPU's (`blk_mq_map_queues` ->
+    /// `group_cpus_evenly`: consecutive CPUs share a queue when there are
+    /// fewer queues than CPUs; [`BlockDevice::attach`] keeps at most one per
+    /// CPU). A submission outside any task (a timer callback) counts as CPU
+    /// 0's.
+    fn current_hctx(&self, nr_hw: usize) -> usize {
+        if nr_hw == 1 {
             return 0;
         }
-        let cpus = self
-            .0
-            .sched
-            .borrow()
-            .as_ref()
-            .map_or(1, Sched::nr_cpus)
-            .max(1);
-        let cpu = cpu.unwrap_or(0) % cpus;
-        if cpus <= nr_hw {
-            cpu
-        } else {
-            cpu * nr_hw / cpus
-        }
+        let sched = self.0.sched.borrow();
+        let Some(s) = sched.as_ref() else {
+            return 0;
+        };
+        let cpus = s.nr_cpus().max(1);
+        s.this_cpu().unwrap_or(0) % cpus * nr_hw / cpus
     }
 
     /// A statistics snapshot at the current time.
@@ -697,7 +691,7 @@ impl BlockDevice {
         });
         let accounted = op != BioOp::Flush;
         let flush_barrier = write_seq.unwrap_or(st.next_write_seq);
-        let hctx = self.hctx_of(inner.sched.borrow().as_ref().and_then(Sched::this_cpu));
+        let hctx = self.current_hctx(st.dispatch.len());
         let rq = Request {
             op,
             flags,
@@ -946,8 +940,21 @@ impl BlockDevice {
 
     /// Ties the device to the machine's scheduler: completions run on its
     /// CPUs ([`DeviceProfile::percpu_completion`]), and the driver's worker
-    /// starts if the profile has one.
+    /// starts if the profile has one. The driver asks for at most one
+    /// hardware queue per CPU (`nvme_setup_io_queues`:
+    /// `num_possible_cpus()`), so a profile's extra queues are dropped here
+    /// (none has been used yet: before a scheduler is attached every request
+    /// goes to queue 0).
     pub fn attach(&self, sched: &Sched) {
+        let nr_hw = (self.0.profile.nr_hw_queues as usize)
+            .min(sched.nr_cpus())
+            .max(1);
+        {
+            let mut st = self.0.st.borrow_mut();
+            st.tags_in_use.truncate(nr_hw);
+            st.tag_wait.truncate(nr_hw);
+            st.dispatch.truncate(nr_hw);
+        }
         *self.0.sched.borrow_mut() = Some(sched.clone());
         self.start_driver_worker(sched);
     }
