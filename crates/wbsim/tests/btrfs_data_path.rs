@@ -115,3 +115,65 @@ fn overwrites_cow_at_writeback_and_sync_commits_the_csum_deletes() {
     assert!(stat(&m, "max_commit") > 0.0);
     assert_eq!(m.fs_commits().len(), 3);
 }
+
+/// dd with O_TRUNC three times over one file, no sync in between: each open
+/// writes back and waits for the data the last dd left, then frees its
+/// extent (a delayed ref drop); each close starts writeback of the new data
+/// (`BTRFS_INODE_FLUSH_ON_CLOSE`). Without O_TRUNC the same three dd's leave
+/// their data dirty until the sync and only one extent is ever written.
+fn three_dds(trunc: bool) -> (f64, u64, Vec<u64>) {
+    use wbsim::model::fs::open::{do_truncate, fput};
+    let sim = Sim::new(1);
+    let (m, sb) = machine(&sim);
+    let m2 = m.clone();
+    let h = sim.spawn("dd", async move {
+        let mut task = TaskDirty::default();
+        let f = create_file_in(&m2, &sb, "small");
+        let mut dirty_after_close = Vec::new();
+        for _ in 0..3 {
+            if trunc {
+                do_truncate(&m2, &f).await;
+            }
+            vfs_write(&m2, &mut task, &f, 0, 8 << 10, IoFlags::default())
+                .await
+                .unwrap();
+            fput(&m2, &f).await;
+            dirty_after_close.push(f.inode.mapping.borrow().nr_dirty());
+        }
+        ksys_sync(&m2).await;
+        let lost = f.inode.mapping.borrow().nr_dirty() + f.inode.mapping.borrow().nr_writeback();
+        (dirty_after_close, lost)
+    });
+    sim.run_until(20 * SEC).unwrap();
+    let (dirty_after_close, lost) = h.result().expect("the dd's and the sync finished");
+    assert_eq!(lost, 0, "every dd's data is on disk after sync");
+    let csum_leaf_writes = m
+        .locks()
+        .get("btrfs-csum-00")
+        .map_or(0, |s| s.write.acquisitions);
+    (
+        stat(&m, "delayed_ref_drops"),
+        csum_leaf_writes,
+        dirty_after_close,
+    )
+}
+
+#[test]
+fn dd_with_o_trunc_frees_the_extent_at_open_and_writes_back_at_close() {
+    let (drops, csum_writes, dirty) = three_dds(true);
+    // The second and third open free the extent the dd before wrote; the
+    // commit of the sync runs both drops.
+    assert_eq!(drops, 2.0);
+    // Each close started writeback: nothing dirty is left after it.
+    assert_eq!(dirty, vec![0, 0, 0]);
+    // 3 csum inserts (one extent per dd) and 2 csum deletes, each a COW
+    // search write-locking the csum leaf (a delete may search twice).
+    assert!((5..=8).contains(&csum_writes), "{csum_writes}");
+
+    let (drops, csum_writes, dirty) = three_dds(false);
+    // Without O_TRUNC the data stays dirty until the sync writes it once:
+    // one extent, no drop.
+    assert_eq!(drops, 0.0);
+    assert_eq!(dirty, vec![2, 2, 2]);
+    assert!((1..=2).contains(&csum_writes), "{csum_writes}");
+}

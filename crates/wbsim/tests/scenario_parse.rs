@@ -136,7 +136,8 @@ fn full_scenario_parses_every_section() {
             file: "/mnt/data/churn{instance}".into(),
             size: 1 << 20,
             bs: 4096,
-            fsync: true
+            fsync: true,
+            trunc: false
         }
     );
     assert_eq!(churn.steps[4].op, StepOp::Sleep { ns: 10_000_000 });
@@ -674,4 +675,23 @@ fn completion_cpu_must_name_a_cpu_of_the_machine() {
         "completion_cpu",
         &["CPUs 0-3"],
     );
+}
+
+#[test]
+fn o_trunc_on_a_filesystem_without_a_modelled_truncate_names_line_and_key() {
+    let fs = "\n[[device]]\nname = \"d0\"\nprofile = \"nvme-dc\"\n\n[[device]]\nname = \"d1\"\nprofile = \"nvme-dc\"\n\n[[filesystem]]\nname = \"x\"\ntype = \"xfs\"\ndevice = \"d0\"\nmountpoint = \"/mnt/x\"\nmounted = true\n\n[[filesystem]]\nname = \"b\"\ntype = \"btrfs\"\ndevice = \"d1\"\nmountpoint = \"/mnt/x/b\"\nmounted = true\n";
+    let step = |path: &str| {
+        format!("{fs}\n[[actor]]\nname = \"dd\"\nsteps = [\n  {{ op = \"write\", file = \"{path}\", size = \"8k\", bs = \"4k\", trunc = true }},\n]\n")
+    };
+    let extra = step("/mnt/x/f");
+    check(
+        &err(&extra),
+        ErrorKind::InvalidValue,
+        line_of(&extra, "trunc = true"),
+        "trunc",
+        &["'/mnt/x/f' is on filesystem 'x' (xfs)", "btrfs only"],
+    );
+    // A btrfs mounted under the xfs: its files may be truncated.
+    let ok = format!("{BASE}{}", step("/mnt/x/b/f"));
+    scenario::parse_str(&ok, "scenarios/x.toml").unwrap_or_else(|e| panic!("{e}"));
 }

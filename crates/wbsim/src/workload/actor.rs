@@ -59,12 +59,15 @@ pub enum StepOp {
     CgroupRmdir { name: String },
     /// Move this actor into a cgroup (write to `cgroup.procs`).
     CgroupEnter { name: String },
-    /// Write `size` bytes to `file` in `bs` chunks (dd), then `fsync` if set.
+    /// Write `size` bytes to `file` in `bs` chunks (dd), then `fsync` if
+    /// set, then close it; `trunc`: opened with O_TRUNC (dd without
+    /// `conv=notrunc`), the file truncated to zero first.
     Write {
         file: String,
         size: u64,
         bs: u64,
         fsync: bool,
+        trunc: bool,
     },
     /// Read `size` bytes of `file` in `bs` chunks.
     Read { file: String, size: u64, bs: u64 },

@@ -15,6 +15,7 @@ use std::rc::Rc;
 use super::actor::{ActorConfig, Repeat, Step, StepOp};
 use super::world::World;
 use crate::model::errno::Errno;
+use crate::model::fs::open::{do_truncate, fput};
 use crate::model::fs::read_write::{vfs_read, vfs_write, IoFlags};
 use crate::model::fs::super_::SuperBlock;
 use crate::model::fs::sync::{ksys_sync, sync_filesystem, vfs_fsync};
@@ -236,8 +237,12 @@ async fn run_step(
             size,
             bs,
             fsync,
+            trunc,
         } => {
             let f = w.open(&inst(file, instance))?;
+            if *trunc {
+                do_truncate(m, &f).await;
+            }
             let bs = (*bs).max(1);
             let mut pos = 0;
             while pos < *size {
@@ -250,6 +255,7 @@ async fn run_step(
             if *fsync {
                 vfs_fsync(m, &f.sb, &f.inode, false).await;
             }
+            fput(m, &f).await;
             Ok(())
         }
         StepOp::Read { file, size, bs } => {

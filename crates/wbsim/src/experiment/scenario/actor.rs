@@ -39,7 +39,7 @@ pub const STEP_OPS: &[(&str, &[&str], &[&str])] = &[
     ),
     ("cgroup_rmdir", &["name"], &[]),
     ("cgroup_enter", &["name"], &[]),
-    ("write", &["file", "size", "bs"], &["fsync"]),
+    ("write", &["file", "size", "bs"], &["fsync", "trunc"]),
     ("read", &["file", "size", "bs"], &[]),
     ("exec", &[], &["cost"]),
     ("reuse_device", &["filesystem"], &[]),
@@ -260,12 +260,41 @@ pub(crate) fn parse_step(
         "cgroup_enter" => StepOp::CgroupEnter {
             name: cgroup_ref("name")?,
         },
-        "write" => StepOp::Write {
-            file: file("file")?,
-            size: pos_size("size")?,
-            bs: pos_size("bs")?,
-            fsync: flag("fsync")?,
-        },
+        "write" => {
+            let path = file("file")?;
+            let trunc = flag("trunc")?;
+            if trunc {
+                // The filesystem the file lies on: the longest mountpoint
+                // that is a prefix of its path.
+                let on = ctx
+                    .filesystems
+                    .iter()
+                    .filter(|f| {
+                        path.strip_prefix(f.2)
+                            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+                    })
+                    .max_by_key(|f| f.2.len());
+                if let Some(&(name, ty, _)) = on.filter(|f| f.1 != FsType::Btrfs) {
+                    let vspan = r.value_span("trunc");
+                    return Err(src.error(
+                        &vspan,
+                        Some("trunc"),
+                        ErrorKind::InvalidValue,
+                        format!(
+                            "trunc in {where_}: '{path}' is on filesystem '{name}' ({}); open(O_TRUNC) is modelled on btrfs only",
+                            ty.name()
+                        ),
+                    ));
+                }
+            }
+            StepOp::Write {
+                file: path,
+                size: pos_size("size")?,
+                bs: pos_size("bs")?,
+                fsync: flag("fsync")?,
+                trunc,
+            }
+        }
         "read" => StepOp::Read {
             file: file("file")?,
             size: pos_size("size")?,

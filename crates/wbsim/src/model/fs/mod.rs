@@ -19,6 +19,7 @@ pub mod extent;
 pub mod fs_writeback;
 pub mod inode;
 pub mod namespace;
+pub mod open;
 pub mod read_write;
 pub mod super_;
 pub mod sync;

@@ -29,17 +29,13 @@ use sim::Time;
 
 use crate::model::block::{Bio, BioFlags};
 use crate::model::errno::IoError;
-use crate::model::fs::fs_writeback::{
-    do_writepages, inode_attach_wb, mark_inode_dirty, wakeup_flusher_threads,
-    wbc_attach_fdatawrite_inode, wbc_detach_inode,
-};
+use crate::model::fs::fs_writeback::{inode_attach_wb, mark_inode_dirty, wakeup_flusher_threads};
 use crate::model::fs::inode::{state::I_DIRTY_PAGES, InodeRef};
-use crate::model::fs::sync::file_write_and_wait;
+use crate::model::fs::sync::{file_write_and_wait, filemap_fdatawrite_range_kick};
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
-use crate::model::fs::vfs::WritebackControl;
 use crate::model::fs::writepages::DROPBEHIND_PAGE_NS;
-use crate::model::mm::backing_dev::{SyncMode, WbReason};
+use crate::model::mm::backing_dev::WbReason;
 use crate::model::mm::memcontrol::mem_cgroup_track_foreign_dirty;
 use crate::model::mm::memcontrol::{
     mem_cgroup_charge_folios, mem_cgroup_uncharge_freed, resume_user_mode_over_high,
@@ -446,18 +442,9 @@ async fn generic_perform_write(
     if fl.dontcache {
         match m.policies().dontcache_flush {
             DontcacheFlush::Inline => {
-                // generic_write_sync -> filemap_fdatawrite_range_kick:
-                // WB_SYNC_NONE writeback of the written range through
-                // do_writepages, in the writer's context. The writer pays the
-                // page walk and bio building CPU and sleeps where submission
-                // sleeps (blk_mq_get_tag when the device's tags are used
-                // up). The wbc carries no reason (0, WB_REASON_BACKGROUND).
-                let mut wbc = WritebackControl::new(i64::MAX, SyncMode::None, WbReason::Background);
-                wbc.range_start = start;
-                wbc.range_end = end;
-                wbc_attach_fdatawrite_inode(m, &mut wbc, &f.inode);
-                do_writepages(m, &f.sb, &f.inode, &mut wbc).await;
-                wbc_detach_inode(m, &mut wbc, &f.inode);
+                // generic_write_sync -> filemap_fdatawrite_range_kick of
+                // the written range, in the writer's context.
+                filemap_fdatawrite_range_kick(m, &f.sb, &f.inode, start, end).await;
             }
             DontcacheFlush::Kick => {
                 throttle::dontcache_kick(m.mm(), &wb, npages);

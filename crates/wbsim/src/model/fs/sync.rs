@@ -13,7 +13,8 @@
 use std::rc::Rc;
 
 use crate::model::fs::fs_writeback::{
-    wakeup_flusher_threads, wb_queue_work, wbc_attach_fdatawrite_inode, wbc_detach_inode,
+    do_writepages, wakeup_flusher_threads, wb_queue_work, wbc_attach_fdatawrite_inode,
+    wbc_detach_inode,
 };
 use crate::model::fs::inode::InodeRef;
 use crate::model::fs::vfs::Machine;
@@ -168,6 +169,28 @@ pub async fn ksys_sync(m: &Rc<Machine>) {
     for sb in &sbs {
         sb.fs.sync_fs(m, sb, true).await;
     }
+}
+
+/// `filemap_fdatawrite_range_kick` (and `filemap_flush`, the whole file):
+/// WB_SYNC_NONE writeback of pages `[start, end]` of `inode` through
+/// `do_writepages`, in the caller's context, without waiting for the I/O.
+/// The caller pays the page walk and bio building and sleeps where
+/// submission sleeps (a device's tags used up). The wbc carries no reason
+/// (0, WB_REASON_BACKGROUND); the round is accounted for foreign-inode
+/// detection (`filemap_fdatawrite_wbc`).
+pub async fn filemap_fdatawrite_range_kick(
+    m: &Rc<Machine>,
+    sb: &Rc<SuperBlock>,
+    inode: &InodeRef,
+    start: u64,
+    end: u64,
+) {
+    let mut wbc = WritebackControl::new(i64::MAX, SyncMode::None, WbReason::Background);
+    wbc.range_start = start;
+    wbc.range_end = end;
+    wbc_attach_fdatawrite_inode(m, &mut wbc, inode);
+    do_writepages(m, sb, inode, &mut wbc).await;
+    wbc_detach_inode(m, &mut wbc, inode);
 }
 
 /// `file_write_and_wait_range` over a whole file: WB_SYNC_ALL writepages, wait

@@ -518,6 +518,31 @@ pub trait Filesystem {
     fn frees_space_at_commit(&self) -> bool {
         false
     }
+    /// `->setattr` with a size of zero (`open(O_TRUNC)`, fs/open.c
+    /// `do_truncate`), `inode_lock` held: the filesystem frees the file's
+    /// blocks and drops its page cache (with `truncate_setsize_zero` of
+    /// model/fs/open.rs). Default: nothing; only filesystems that override
+    /// this (btrfs) accept `trunc` in a scenario.
+    fn setsize_zero<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+    ) -> LocalBoxFuture<'a, ()> {
+        let _ = (m, sb, inode);
+        Box::pin(async {})
+    }
+    /// `->release` at the last close of a file (fs/file_table.c `__fput`).
+    /// Default: nothing.
+    fn release_file<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+    ) -> LocalBoxFuture<'a, ()> {
+        let _ = (m, sb, inode);
+        Box::pin(async {})
+    }
     /// An unlinked inode is evicted: its blocks and delalloc reservations
     /// go back to the filesystem (called before its pages are dropped).
     /// Default: nothing (no free-space accounting).

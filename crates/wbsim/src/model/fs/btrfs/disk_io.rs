@@ -343,6 +343,20 @@ impl BtrfsFsInfo {
         ex.push(e);
     }
 
+    /// Removes every data extent of (`subvol`, `ino`) from the file
+    /// (`btrfs_truncate_inode_items` to size zero) and returns them.
+    pub fn remove_extents_of(&self, subvol: u64, ino: u64) -> Vec<DataExtent> {
+        let mut ex = self.extents.borrow_mut();
+        if !self.by_file.borrow().contains_key(&(subvol, ino)) {
+            return Vec::new();
+        }
+        let (gone, kept): (Vec<DataExtent>, Vec<DataExtent>) =
+            ex.iter().partition(|e| e.subvol == subvol && e.ino == ino);
+        *self.by_file.borrow_mut() = index_by_file(&kept);
+        *ex = kept;
+        gone
+    }
+
     /// Replaces the extent of (subvol, ino) at file `offset` by `new`
     /// (`btrfs_drop_extents` + inserting the new file extent item);
     /// returns the old one.

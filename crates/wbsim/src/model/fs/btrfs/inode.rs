@@ -11,9 +11,14 @@
 //! the old extent's reference dropped (`btrfs_free_extent` ->
 //! a delayed ref drop, run at commit: extent_tree.rs).
 //!
+//! `btrfs_truncate_to_zero` models `btrfs_truncate_inode_items` of a
+//! truncation to size zero (`open(O_TRUNC)`): each file extent item deleted
+//! and each data extent's reference dropped through a delayed ref.
+//!
 //! Left out: the data I/O itself and the page cache (not wired to the
-//! filesystem's write path yet), partial-extent overwrites, O_TRUNC,
-//! extent maps beyond the generation kept with each extent.
+//! filesystem's write path yet), partial-extent overwrites, truncation to
+//! a non-zero size, the inode item's update and the orphan item of a
+//! truncate, extent maps beyond the generation kept with each extent.
 
 use crate::model::fs::btrfs::ctree::{btrfs_search_slot, BtrfsPath, BTRFS_ITEM_SIZE};
 use crate::model::fs::btrfs::delayed_ref::DelayedDataRefDrop;
@@ -100,6 +105,38 @@ pub async fn btrfs_finish_ordered_overwrite(
         transid: trans.transid,
     });
     Some(new)
+}
+
+/// `btrfs_truncate` of (`subvol`, `ino`) to size zero ->
+/// `btrfs_truncate_inode_items`: in the running transaction (joining or
+/// starting one), for each data extent of the file a COW search of the fs
+/// tree (`ins_len` -1) deletes its file extent item, and the extent's
+/// reference is dropped (`btrfs_free_extent` -> a delayed ref drop; its run
+/// at commit deletes the extent item and the checksums, extent_tree.rs).
+/// Returns how many extents were dropped.
+pub async fn btrfs_truncate_to_zero(fs: &BtrfsFsInfo, subvol: u64, ino: u64) -> usize {
+    let gone = fs.remove_extents_of(subvol, ino);
+    if gone.is_empty() {
+        return 0;
+    }
+    let trans = fs.transactions().join();
+    for x in &gone {
+        if let Some(root) = fs.fs_root(subvol) {
+            let key = BtrfsKey::new(ino, BTRFS_EXTENT_DATA_KEY, x.offset);
+            let mut path = BtrfsPath::new();
+            if btrfs_search_slot(Some(&trans), root, &key, &mut path, -1, true).await {
+                let leaf = path.node(0).expect("a search ends at a leaf");
+                leaf.del_items(path.slot(0), 1);
+                leaf.mark_dirty();
+            }
+        }
+        fs.delayed_refs().add_drop(DelayedDataRefDrop {
+            bytenr: x.bytenr,
+            num_bytes: x.len,
+            transid: trans.transid,
+        });
+    }
+    gone.len()
 }
 
 /// The extent item of a new data extent, inserted into the extent tree with

@@ -30,11 +30,18 @@
 //!   without extents gets a new one; one with extents has each rewritten
 //!   (COW: new extent, csums inserted, the old extent's ref dropped through
 //!   a delayed ref whose run at commit deletes its csums);
+//! - open(O_TRUNC) (`btrfs_setsize` to zero): a file with data is written
+//!   back and its ordered extents waited for, its page cache dropped, its
+//!   extents freed through delayed refs (`btrfs_truncate`), and
+//!   `BTRFS_INODE_FLUSH_ON_CLOSE` set, so the last close starts writeback
+//!   of the new data (`btrfs_release_file` -> `filemap_flush`);
 //! - sync_fs(wait), fsync and umount (`close_ctree`, which always commits)
 //!   run `btrfs_commit_transaction`, one committer at a time.
 //!
 //! Simplified: the ordered-extent end runs in the writeback context (the
-//! kernel's endio_write workers) and treats the whole file as rewritten;
+//! kernel's endio_write workers; for the flush at close, the closing task)
+//! right after the pages are submitted, and treats the whole file as
+//! rewritten;
 //! the data I/O goes to the file's fixed place on the device, not to the
 //! new extent's address; preloaded files are bound to VFS inodes in the
 //! order they are opened under `subvol<N>/`; no log tree (fsync commits),
@@ -53,8 +60,8 @@ pub mod inode;
 pub mod locking;
 pub mod transaction;
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use sim::{Time, USEC};
@@ -65,11 +72,15 @@ use crate::model::fs::btrfs::disk_io::{
 };
 use crate::model::fs::btrfs::extent_io::BtreeInode;
 use crate::model::fs::btrfs::file_item::{btrfs_lookup_bio_sums, BTRFS_SECTORSIZE};
-use crate::model::fs::btrfs::inode::{btrfs_finish_ordered_new, btrfs_finish_ordered_overwrite};
+use crate::model::fs::btrfs::inode::{
+    btrfs_finish_ordered_new, btrfs_finish_ordered_overwrite, btrfs_truncate_to_zero,
+};
 use crate::model::fs::btrfs::transaction::{
     btrfs_commit_transaction, BTRFS_DEFAULT_COMMIT_INTERVAL,
 };
 use crate::model::fs::inode::{Inode, InodeRef};
+use crate::model::fs::open::truncate_setsize_zero;
+use crate::model::fs::sync::{file_write_and_wait, filemap_fdatawrite_range_kick};
 use crate::model::fs::vfs::Machine;
 use crate::model::fs::vfs::SuperBlock;
 use crate::model::fs::vfs::{Filesystem, FsCosts, LocalBoxFuture};
@@ -224,6 +235,41 @@ struct BtrfsSb {
     /// | WQ_FREEZABLE, `max_active` = `thread_pool_size`): where data read
     /// bios are verified (`btrfs_simple_end_io` queues `btrfs_end_bio_work`).
     endio_workers: Workqueue,
+    /// VFS inodes with `BTRFS_INODE_FLUSH_ON_CLOSE` set: truncated to zero
+    /// (`btrfs_setsize`), to be flushed at their last close.
+    flush_on_close: RefCell<BTreeSet<u64>>,
+    /// Ordered-extent ends in progress per VFS inode (the ordered extents
+    /// `btrfs_wait_ordered_range` waits for); waiters sleep on the inode's
+    /// `i_wb_wait`.
+    ordered_in_flight: RefCell<BTreeMap<u64, u32>>,
+    /// Tasks waiting in `btrfs_wait_ordered_range` (only then does the end
+    /// of an ordered extent wake the inode's waiters).
+    ordered_waiters: Cell<u32>,
+}
+
+impl BtrfsSb {
+    /// Ordered-extent ends of VFS inode `ino` in progress.
+    fn ordered_in_flight(&self, ino: u64) -> u32 {
+        self.ordered_in_flight
+            .borrow()
+            .get(&ino)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// One more (`up`) or one fewer ordered-extent end of `ino` in progress.
+    fn ordered_step(&self, ino: u64, up: bool) {
+        let mut o = self.ordered_in_flight.borrow_mut();
+        let n = o.entry(ino).or_insert(0);
+        if up {
+            *n += 1;
+        } else {
+            *n -= 1;
+            if *n == 0 {
+                o.remove(&ino);
+            }
+        }
+    }
 }
 
 /// The btrfs filesystem type.
@@ -311,6 +357,9 @@ impl Btrfs {
             fs: fs.clone(),
             commit_mutex: Mutex::new(m.locks().class("btrfs-commit"), m.sched()),
             next_in_subvol: RefCell::new(BTreeMap::new()),
+            flush_on_close: RefCell::new(BTreeSet::new()),
+            ordered_in_flight: RefCell::new(BTreeMap::new()),
+            ordered_waiters: Cell::new(0),
             endio_workers: alloc_workqueue(
                 m.sched(),
                 &format!("btrfs-endio/{}", sb.id),
@@ -471,6 +520,7 @@ impl Filesystem for Btrfs {
             if size == 0 {
                 return;
             }
+            info.ordered_step(inode.ino, true);
             // The whole file was rewritten (the writes the model drives
             // rewrite whole small files): COW every extent, or a new one.
             let old = fs.extents_in(subvol, ino, 0, size);
@@ -479,6 +529,65 @@ impl Filesystem for Btrfs {
             }
             for x in old {
                 btrfs_finish_ordered_overwrite(fs, subvol, ino, x.offset).await;
+            }
+            info.ordered_step(inode.ino, false);
+            if info.ordered_waiters.get() > 0 {
+                inode.i_wb_wait.wake_up_all();
+            }
+        })
+    }
+    /// `btrfs_setattr` -> `btrfs_setsize` to zero (open(O_TRUNC)), i_rwsem
+    /// held: a file that had data is first written back and its ordered
+    /// extents waited for (`btrfs_wait_ordered_range(inode, 0, (u64)-1)`,
+    /// since the truncate is to a smaller size); `BTRFS_INODE_FLUSH_ON_CLOSE`
+    /// is set (the file is replaced in place: its new data goes to disk at
+    /// the last close); the page cache is dropped (`truncate_setsize`); and
+    /// `btrfs_truncate` deletes the file extent items and drops the data
+    /// extents' references through delayed refs, so the next commit deletes
+    /// their checksums.
+    fn setsize_zero<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            let info = self.sb_info(m, sb);
+            if inode.st.borrow().i_size > 0 {
+                file_write_and_wait(m, sb, inode).await;
+                let (i2, info2) = (inode.ino, info.clone());
+                info.ordered_waiters.set(info.ordered_waiters.get() + 1);
+                inode
+                    .i_wb_wait
+                    .wait_event(m.sim(), move || info2.ordered_in_flight(i2) == 0)
+                    .await;
+                info.ordered_waiters.set(info.ordered_waiters.get() - 1);
+            }
+            info.flush_on_close.borrow_mut().insert(inode.ino);
+            truncate_setsize_zero(m, sb, inode).await;
+            let (subvol, ino) = btrfs_ino(inode.ino);
+            btrfs_truncate_to_zero(&info.fs, subvol, ino).await;
+        })
+    }
+    /// `btrfs_release_file`: a file with `BTRFS_INODE_FLUSH_ON_CLOSE` (flag
+    /// tested and cleared) starts writeback of all its dirty pages
+    /// (`filemap_flush`), in the closing task's context, without waiting
+    /// for it.
+    fn release_file<'a>(
+        &'a self,
+        m: &'a Rc<Machine>,
+        sb: &'a Rc<SuperBlock>,
+        inode: &'a InodeRef,
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            // No trees yet (`open_ctree` is modelled at first use): nothing
+            // was truncated, so no flag is set.
+            let Some(info) = self.sbs.borrow().get(&sb.id).cloned() else {
+                return;
+            };
+            let flush = info.flush_on_close.borrow_mut().remove(&inode.ino);
+            if flush {
+                filemap_fdatawrite_range_kick(m, sb, inode, 0, u64::MAX).await;
             }
         })
     }
