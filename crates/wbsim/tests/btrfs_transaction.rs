@@ -408,3 +408,68 @@ fn a_runnable_not_running_read_lock_holder_delays_a_writer_by_its_run_queue_wait
     let (hold, write, _) = preempted_holder_waits(0);
     assert!(hold < 10 * USEC && write < 10 * USEC, "{hold} {write}");
 }
+
+/// Handles and a commit (`btrfs_commit_transaction`'s waits): a commit waits
+/// for a `TRANS_START` handle opened before it (COMMIT_START waits for the
+/// external writers); a `TRANS_START` handle asked for while the commit is
+/// blocked waits until the transaction is UNBLOCKED and joins the next one;
+/// a `TRANS_JOIN` handle asked for in COMMIT_START still joins the
+/// committing transaction.
+#[test]
+fn a_commit_waits_for_open_handles_and_new_start_handles_wait_for_it() {
+    use wbsim::model::fs::btrfs::fs::TransKind;
+    let (sim, sched, _stats, info, dev) = fs();
+    let log = Rc::new(RefCell::new(Vec::<(&str, Time, u64)>::new()));
+    // A truncate-like handle held for 10 ms from t = 0.
+    let (i, s, l) = (info.clone(), sim.clone(), log.clone());
+    sched.spawn("holder", CgroupId::ROOT, 0, async move {
+        let h = i.transactions().start_handle(&s, TransKind::Start).await;
+        l.borrow_mut().push(("holder", s.now(), h.transid));
+        s.sleep(10 * MSEC).await;
+        drop(h);
+    });
+    // The commit starts at 1 ms.
+    let (i, s, d, l) = (info.clone(), sim.clone(), dev.clone(), log.clone());
+    sched.spawn("committer", CgroupId::ROOT, 0, async move {
+        s.sleep(MSEC).await;
+        btrfs_commit_transaction(&i, Some(&d)).await;
+        l.borrow_mut().push(("committed", s.now(), 0));
+    });
+    // At 2 ms, while the commit waits: a TRANS_JOIN joins the committing
+    // transaction at once, a TRANS_START waits for the next one.
+    for (name, kind) in [("join", TransKind::Join), ("start", TransKind::Start)] {
+        let (i, s, l) = (info.clone(), sim.clone(), log.clone());
+        sched.spawn(name, CgroupId::ROOT, 0, async move {
+            s.sleep(2 * MSEC).await;
+            let h = i.transactions().start_handle(&s, kind).await;
+            l.borrow_mut().push((name, s.now(), h.transid));
+        });
+    }
+    sim.run().unwrap();
+    let log = log.borrow();
+    let at = |n: &str| {
+        *log.iter()
+            .find(|e| e.0 == n)
+            .unwrap_or_else(|| panic!("{n} in {log:?}"))
+    };
+    let (_, _, t1) = at("holder");
+    let (_, join_at, join_id) = at("join");
+    let (_, start_at, start_id) = at("start");
+    let (_, done_at, _) = at("committed");
+    assert_eq!((join_at, join_id), (2 * MSEC, t1), "{log:?}");
+    assert_eq!(
+        start_id,
+        t1 + 1,
+        "the START handle joins the next transaction"
+    );
+    assert!(
+        start_at >= 10 * MSEC && start_at <= done_at,
+        "it waited for the holder and the commit to unblock: {log:?}"
+    );
+    assert!(
+        done_at >= 10 * MSEC,
+        "the commit waited for the holder: {log:?}"
+    );
+    let waited = info.transactions().commit_stats().phase_ns.writers_wait;
+    assert!(waited >= 8 * MSEC, "writers_wait {waited}");
+}

@@ -3,20 +3,63 @@
 //! (`trans->transid`), its state, the last committed generation, and
 //! `commit_stats`. The commit itself is in `transaction.rs`.
 //!
-//! Left out: `num_writers`/`num_extwriters` (a commit does not wait for
-//! other handles to end: model callers hold no handle across an await of the
-//! commit), space reservation, `TRANS_STATE_COMMIT_PREP`'s ordered-extent
-//! wait (no data path is wired yet).
+//! Handles are counted (`num_writers`, and `num_extwriters` for
+//! `btrfs_start_transaction`'s kind) per transaction through
+//! [`BtrfsTransactions::start_handle`]; a handle of a kind the running
+//! transaction's state blocks (`btrfs_blocked_trans_types`: `TRANS_START`
+//! from COMMIT_START, `TRANS_JOIN` from COMMIT_DOING, until UNBLOCKED)
+//! waits for the commit to unblock (`wait_current_trans`) and joins the
+//! next transaction. Left out: space reservation, TRANS_ATTACH and the
+//! other kinds, `TRANS_STATE_COMMIT_PREP`'s ordered-extent wait.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::ops::Deref;
 
-use sim::Time;
+use sim::{Sim, Time};
+
+use crate::model::kernel::wait::WaitQueue;
 
 /// `struct btrfs_trans_handle`: a task's handle on the running transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BtrfsTransHandle {
     /// `trans->transid`: the running transaction's id.
     pub transid: u64,
+}
+
+/// The kind of a handle (`enum btrfs_trans_type`, the two the model uses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransKind {
+    /// `TRANS_START` (`btrfs_start_transaction`: truncate, file writes'
+    /// metadata): an external writer, blocked from COMMIT_START.
+    Start,
+    /// `TRANS_JOIN` (`btrfs_join_transaction`: the ordered-extent end),
+    /// blocked from COMMIT_DOING.
+    Join,
+}
+
+/// A counted handle on a transaction (`btrfs_start_transaction` ...
+/// `btrfs_end_transaction`): dereferences to the [`BtrfsTransHandle`];
+/// dropping it ends the handle (`num_writers`, and `num_extwriters` for
+/// [`TransKind::Start`], go down and the committer waiting for them is
+/// woken).
+pub struct TransGuard<'a> {
+    tr: &'a BtrfsTransactions,
+    handle: BtrfsTransHandle,
+    kind: TransKind,
+}
+
+impl Deref for TransGuard<'_> {
+    type Target = BtrfsTransHandle;
+    fn deref(&self) -> &BtrfsTransHandle {
+        &self.handle
+    }
+}
+
+impl Drop for TransGuard<'_> {
+    fn drop(&mut self) {
+        self.tr.end_handle(self.handle.transid, self.kind);
+    }
 }
 
 /// `enum btrfs_trans_state` (transaction.h).
@@ -69,8 +112,12 @@ pub struct BtrfsCommitStats {
 /// A commit's time by phase, ns (see [`BtrfsCommitStats::phase_ns`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BtrfsCommitPhases {
-    /// `btrfs_run_delayed_refs` in COMMIT_DOING.
+    /// `btrfs_run_delayed_refs`: the pass before COMMIT_PREP and the rest
+    /// in COMMIT_DOING.
     pub run_delayed_refs: Time,
+    /// Waiting for the transaction's other handles to end (external writers
+    /// in COMMIT_START, then every handle in COMMIT_DOING).
+    pub writers_wait: Time,
     /// `switch_commit_roots`: the wait for `commit_root_sem` (write).
     pub switch_roots_wait: Time,
     /// `btrfs_write_and_wait_transaction`: the dirty tree blocks.
@@ -81,7 +128,6 @@ pub struct BtrfsCommitPhases {
 
 /// The transaction counters of one filesystem (`fs_info->generation`,
 /// `fs_info->running_transaction`, `last_trans_committed`, commit_stats).
-#[derive(Debug, Default)]
 pub struct BtrfsTransactions {
     /// `fs_info->generation`: id of the last transaction started.
     generation: Cell<u64>,
@@ -93,6 +139,12 @@ pub struct BtrfsTransactions {
     stats: Cell<BtrfsCommitStats>,
     /// Every commit: (start, duration), ns (the report's timeline).
     log: RefCell<Vec<(Time, Time)>>,
+    /// Open handles per transaction id: (`num_writers`, `num_extwriters`).
+    writers: RefCell<BTreeMap<u64, (u64, u64)>>,
+    /// `cur_trans->writer_wait` and `fs_info->transaction_wait` in one: the
+    /// committer waiting for handles to end, and handles waiting for a
+    /// blocked transaction to unblock.
+    wait: WaitQueue,
 }
 
 impl BtrfsTransactions {
@@ -105,7 +157,81 @@ impl BtrfsTransactions {
             last_committed: Cell::new(generation),
             stats: Cell::new(BtrfsCommitStats::default()),
             log: RefCell::new(Vec::new()),
+            writers: RefCell::new(BTreeMap::new()),
+            wait: WaitQueue::new("btrfs:transaction"),
         }
+    }
+
+    /// `start_transaction()` of `kind`: waits while the running
+    /// transaction's state blocks that kind (`wait_current_trans`: until it
+    /// is UNBLOCKED), then joins it or starts the next one (as
+    /// [`BtrfsTransactions::join`]), counting the handle until the guard
+    /// drops.
+    pub async fn start_handle(&self, sim: &Sim, kind: TransKind) -> TransGuard<'_> {
+        let blocks = |s: Option<TransState>| match (s, kind) {
+            (Some(s), TransKind::Start) => {
+                s >= TransState::CommitStart && s < TransState::Unblocked
+            }
+            (Some(s), TransKind::Join) => s >= TransState::CommitDoing && s < TransState::Unblocked,
+            (None, _) => false,
+        };
+        if blocks(self.state.get()) {
+            let st = &self.state;
+            self.wait.wait_event(sim, || !blocks(st.get())).await;
+        }
+        let handle = self.join();
+        let mut w = self.writers.borrow_mut();
+        let e = w.entry(handle.transid).or_insert((0, 0));
+        e.0 += 1;
+        if kind == TransKind::Start {
+            e.1 += 1;
+        }
+        TransGuard {
+            tr: self,
+            handle,
+            kind,
+        }
+    }
+
+    /// A handle of `transid` of `kind` ends (`btrfs_end_transaction`).
+    fn end_handle(&self, transid: u64, kind: TransKind) {
+        let mut w = self.writers.borrow_mut();
+        if let Some(e) = w.get_mut(&transid) {
+            e.0 -= 1;
+            if kind == TransKind::Start {
+                e.1 -= 1;
+            }
+            if e.0 == 0 {
+                w.remove(&transid);
+            }
+        }
+        drop(w);
+        self.wait.wake_up_all();
+    }
+
+    /// Open handles of `transid`: (`num_writers`, `num_extwriters`).
+    pub fn writers(&self, transid: u64) -> (u64, u64) {
+        self.writers
+            .borrow()
+            .get(&transid)
+            .copied()
+            .unwrap_or((0, 0))
+    }
+
+    /// The committer's waits for handles of `transid` (`writer_wait`):
+    /// `extwriters` true waits for the external writers only (COMMIT_START),
+    /// false for every handle (COMMIT_DOING; the committer holds none here).
+    pub async fn wait_for_writers(&self, sim: &Sim, transid: u64, extwriters: bool) {
+        self.wait
+            .wait_event(sim, || {
+                let (n, ext) = self.writers(transid);
+                if extwriters {
+                    ext == 0
+                } else {
+                    n == 0
+                }
+            })
+            .await;
     }
 
     /// `btrfs_join_transaction()`: join the running transaction, or start one
@@ -149,6 +275,10 @@ impl BtrfsTransactions {
     pub fn set_state(&self, transid: u64, state: TransState) {
         if self.generation.get() == transid {
             self.state.set(Some(state));
+            // Handles waiting for a blocked transaction recheck.
+            if state >= TransState::Unblocked {
+                self.wait.wake_up_all();
+            }
         }
     }
 
@@ -186,6 +316,7 @@ impl BtrfsTransactions {
     pub fn note_commit_phases(&self, p: BtrfsCommitPhases) {
         let mut s = self.stats.get();
         s.phase_ns.run_delayed_refs += p.run_delayed_refs;
+        s.phase_ns.writers_wait += p.writers_wait;
         s.phase_ns.switch_roots_wait += p.switch_roots_wait;
         s.phase_ns.write_blocks += p.write_blocks;
         s.phase_ns.write_supers += p.write_supers;

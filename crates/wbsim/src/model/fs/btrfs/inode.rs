@@ -28,7 +28,7 @@ use crate::model::fs::btrfs::disk_io::{
 };
 use crate::model::fs::btrfs::extent_io::{BtrfsKey, LeafItem};
 use crate::model::fs::btrfs::file_item::btrfs_csum_file_blocks;
-use crate::model::fs::btrfs::fs::BtrfsTransHandle;
+use crate::model::fs::btrfs::fs::{BtrfsTransHandle, TransKind};
 
 /// `btrfs_finish_one_ordered` for the first write of file bytes
 /// `[offset, offset + len)` of (`subvol`, `ino`): a new extent of the
@@ -42,7 +42,10 @@ pub async fn btrfs_finish_ordered_new(
     offset: u64,
     len: u64,
 ) -> DataExtent {
-    let trans = fs.transactions().join();
+    let trans = fs
+        .transactions()
+        .start_handle(fs.ctx().sched().sim(), TransKind::Join)
+        .await;
     let new = DataExtent {
         bytenr: fs.alloc_data(len),
         len,
@@ -80,7 +83,10 @@ pub async fn btrfs_finish_ordered_overwrite(
         .extents()
         .into_iter()
         .find(|e| e.subvol == subvol && e.ino == ino && e.offset == offset)?;
-    let trans = fs.transactions().join();
+    let trans = fs
+        .transactions()
+        .start_handle(fs.ctx().sched().sim(), TransKind::Join)
+        .await;
     let new = DataExtent {
         bytenr: fs.alloc_data(old.len),
         generation: trans.transid,
@@ -119,7 +125,10 @@ pub async fn btrfs_truncate_to_zero(fs: &BtrfsFsInfo, subvol: u64, ino: u64) -> 
     if gone.is_empty() {
         return 0;
     }
-    let trans = fs.transactions().join();
+    let trans = fs
+        .transactions()
+        .start_handle(fs.ctx().sched().sim(), TransKind::Start)
+        .await;
     for x in &gone {
         if let Some(root) = fs.fs_root(subvol) {
             let key = BtrfsKey::new(ino, BTRFS_EXTENT_DATA_KEY, x.offset);

@@ -654,6 +654,7 @@ impl Filesystem for Btrfs {
                 "ms",
                 ms(c.phase_ns.run_delayed_refs),
             ),
+            ("commit.writers_wait", "ms", ms(c.phase_ns.writers_wait)),
             (
                 "commit.switch_roots_wait",
                 "ms",

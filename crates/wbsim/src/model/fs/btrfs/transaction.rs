@@ -4,10 +4,15 @@
 //! (`transaction_kthread` in disk-io.c) committing every `commit=` seconds.
 //!
 //! A commit, as modelled:
-//! - COMMIT_PREP -> COMMIT_START -> COMMIT_DOING: run every delayed ref of
-//!   the transaction (`btrfs_run_delayed_refs`: extent-item deletions and
-//!   `btrfs_del_csums`, COW searches that write-lock tree paths from the
-//!   root), then commit the roots ([`BTRFS_COMMIT_ROOTS_NS`]).
+//! - while the transaction still runs (other handles join and queue more),
+//!   a pass over the delayed refs queued so far (`btrfs_run_delayed_refs`:
+//!   extent-item deletions and `btrfs_del_csums`, COW searches that
+//!   write-lock tree paths from the root);
+//! - COMMIT_PREP -> COMMIT_START (new `TRANS_START` handles wait): wait for
+//!   the external writers to end; COMMIT_DOING (new `TRANS_JOIN` handles
+//!   wait too): wait for every handle to end (`num_writers`), run the
+//!   delayed refs queued meanwhile (`commit_cowonly_roots`), commit the
+//!   roots ([`BTRFS_COMMIT_ROOTS_NS`]).
 //! - `switch_commit_roots`: `down_write(&fs_info->commit_root_sem)`, every
 //!   root's commit root becomes its current root, `up_write`.
 //! - UNBLOCKED (a new transaction may start), then
@@ -16,8 +21,8 @@
 //!   submitted, then waited for) and flagged written;
 //!   `write_all_supers`; SUPER_COMMITTED; COMPLETED, commit_stats updated.
 //!
-//! Left out: waiting for other handles (`num_writers`), ordered extents and
-//! delalloc flushing in COMMIT_PREP, the log tree, qgroups, the root tree
+//! Left out: ordered extents and delalloc flushing in COMMIT_PREP, the
+//! delayed items, the log tree, qgroups, the root tree
 //! and its root items (their CPU is in [`BTRFS_COMMIT_ROOTS_NS`]), the
 //! cleaner kthread. Not wired into the filesystem (`btrfs/mod.rs`) yet.
 
@@ -56,12 +61,20 @@ pub async fn btrfs_commit_transaction(fs: &BtrfsFsInfo, dev: Option<&BlockDevice
     let ctx = fs.ctx();
     ctx.set_committer(Some(sim.current_task()));
     let wait0 = ctx.commit_lock_wait_ns();
+    let mut phases = BtrfsCommitPhases::default();
+    // "Make a pass through all the delayed refs we have so far."
+    let mut drops = btrfs_run_delayed_refs(&trans, fs).await;
+    phases.run_delayed_refs = sim.now() - t0;
     tr.set_state(transid, TransState::CommitPrep);
     tr.set_state(transid, TransState::CommitStart);
+    let t = sim.now();
+    tr.wait_for_writers(&sim, transid, true).await;
     tr.set_state(transid, TransState::CommitDoing);
-    let mut phases = BtrfsCommitPhases::default();
-    let drops = btrfs_run_delayed_refs(&trans, fs).await;
-    phases.run_delayed_refs = sim.now() - t0;
+    tr.wait_for_writers(&sim, transid, false).await;
+    phases.writers_wait = sim.now() - t;
+    let t = sim.now();
+    drops += btrfs_run_delayed_refs(&trans, fs).await;
+    phases.run_delayed_refs += sim.now() - t;
     ctx.set_committer(None);
     tr.note_commit_waits(ctx.commit_lock_wait_ns() - wait0, drops as u64);
     sched.cpu(BTRFS_COMMIT_ROOTS_NS).await;
