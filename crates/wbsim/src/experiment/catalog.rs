@@ -304,6 +304,13 @@ pub const EXPERIMENTS: &[Experiment] = &[
                 Combine::Sum,
             ),
             col(
+                "waiting for open handles (ms)",
+                "fs.data.commit.writers_wait",
+                "mean",
+                "ms",
+                Combine::Sum,
+            ),
+            col(
                 "waiting for commit_root_sem (ms)",
                 "fs.data.commit.switch_roots_wait",
                 "mean",
