@@ -154,7 +154,7 @@ fn commit_root_for_old_takes_no_csum_tree_lock_on_the_read_path() {
 }
 
 #[test]
-#[ignore = "the model does not reproduce the published minutes-long stall: in the full run, with dd's O_TRUNC, each commit runs about 350 csum deletes but their waits for the csum root stay under 21 ms, commits under 1.8 s and syncs under 2.5 s in both variants; in this scaled-down form no wait appears at all (docs/experiments.md E2)"]
+#[ignore = "the model does not reproduce the published minutes-long stall: in the full run, with dd's O_TRUNC, each commit runs about 350 csum deletes but their waits for the csum root stay under 21 ms, commits under 1.7 s and syncs under 3 s in both variants; in this scaled-down form no wait appears at all (docs/experiments.md E2)"]
 fn current_root_commit_waits_behind_starved_readers_and_syncs_stretch() {
     let s = scaled();
     let cur = run_variant(&s, "current_root", false);

@@ -333,6 +333,18 @@ pub trait Filesystem {
         let _ = (m, sb);
         None
     }
+    /// Whether every ioend of this filesystem completes on its
+    /// [`Filesystem::end_io_wq`] (btrfs: each written range is an ordered
+    /// extent, finished on its endio_write workers), not only those over
+    /// unwritten blocks or with PG_dropbehind folios. Default: no.
+    fn every_ioend_in_task(&self) -> bool {
+        false
+    }
+    /// The name of the per-inode completion work on
+    /// [`Filesystem::end_io_wq`] (XFS `xfs_end_io`).
+    fn end_io_work_name(&self) -> &'static str {
+        "xfs_end_io"
+    }
     /// Writeback wrote data of `sb`: metadata it changed (allocation,
     /// extent and checksum trees, size updates) now waits for the next log
     /// force or transaction commit.
@@ -371,16 +383,19 @@ pub trait Filesystem {
         let _ = (m, sb, start, end);
         done();
     }
-    /// The end of writeback of `inode`'s data by `->writepages` (btrfs:
-    /// `btrfs_finish_ordered_io` of the ordered extents written). The
-    /// generic form: nothing.
-    fn ordered_io_done<'a>(
+    /// The end of the I/O of pages `[start, end)` of `inode`, in task
+    /// context on [`Filesystem::end_io_wq`], before their writeback ends
+    /// (btrfs: `btrfs_finish_ordered_io` of the ordered extent written).
+    /// The generic form: nothing.
+    fn end_ordered_range<'a>(
         &'a self,
         m: &'a Rc<Machine>,
         sb: &'a Rc<SuperBlock>,
         inode: &'a InodeRef,
+        start: u64,
+        end: u64,
     ) -> LocalBoxFuture<'a, ()> {
-        let _ = (m, sb, inode);
+        let _ = (m, sb, inode, start, end);
         Box::pin(async {})
     }
     /// Page-cache pages `sb` holds in mappings of its own, not of a VFS

@@ -117,7 +117,8 @@ async fn submit_page_range(
     // iomap_can_add_to_ioend: contiguous, of the same kind, and room for
     // another folio (IOEND_MAX_FOLIOS).
     let needs_wq = wq.is_some()
-        && (inode.extents.borrow().has_unwritten(start, end)
+        && (sb.fs.every_ioend_in_task()
+            || inode.extents.borrow().has_unwritten(start, end)
             || inode.mapping.borrow().any_dropbehind(start, end));
     let max_pages = (dev.profile().max_request_bytes / PAGE_SIZE).max(1);
     let mut s = start;
@@ -246,7 +247,7 @@ fn queue_ioend(
         .borrow_mut()
         .get_or_insert_with(|| {
             let (wm, wsb, wi) = (Rc::downgrade(m), Rc::downgrade(sb), Rc::downgrade(inode));
-            Work::new("xfs_end_io", move || {
+            Work::new(sb.fs.end_io_work_name(), move || {
                 let (wm, wsb, wi) = (wm.clone(), wsb.clone(), wi.clone());
                 async move {
                     if let (Some(m), Some(sb), Some(inode)) =
@@ -295,6 +296,7 @@ async fn iomap_end_ioend(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef,
             format!("ino={} index={s} nr={}", inode.ino, e - s)
         });
     }
+    sb.fs.end_ordered_range(m, sb, inode, s, e).await;
     let dropbehind = folio_end_writeback(m, inode, s, e);
     if dropbehind > 0 {
         folio_end_dropbehind(m, inode, s, e, dropbehind).await;
@@ -365,7 +367,6 @@ pub async fn fs_writepages(
     generic_writepages(m, sb, inode, wbc).await;
     if wbc.nr_to_write < before {
         sb.fs.data_written(sb);
-        sb.fs.ordered_io_done(m, sb, inode).await;
     }
 }
 

@@ -25,11 +25,12 @@
 //!   of the range, in the current root with node read locks or (switch
 //!   `csum_lookup = commit_root_for_old`, extents older than the newest
 //!   transaction) in the commit root under `commit_root_sem`;
-//! - writeback: after `->writepages` wrote a file, the ordered-extent end
-//!   (`btrfs_finish_ordered_io`) runs in the writeback context: a file
-//!   without extents gets a new one; one with extents has each rewritten
-//!   (COW: new extent, csums inserted, the old extent's ref dropped through
-//!   a delayed ref whose run at commit deletes its csums);
+//! - writeback: each written range is an ordered extent, finished after
+//!   its I/O on the endio_write workers (`btrfs_finish_ordered_io`, a
+//!   `TRANS_JOIN` handle) before its pages' writeback ends: a range without
+//!   extents gets a new one; one with extents has each rewritten (COW: new
+//!   extent, csums inserted, the old extent's ref dropped through a delayed
+//!   ref whose run at commit deletes its csums);
 //! - open(O_TRUNC) (`btrfs_setsize` to zero): a file with data is written
 //!   back and its ordered extents waited for, its page cache dropped, its
 //!   extents freed through delayed refs (`btrfs_truncate`), and
@@ -38,11 +39,11 @@
 //! - sync_fs(wait), fsync and umount (`close_ctree`, which always commits)
 //!   run `btrfs_commit_transaction`, one committer at a time.
 //!
-//! Simplified: the ordered-extent end runs in the writeback context (the
-//! kernel's endio_write workers; for the flush at close, the closing task)
-//! right after the pages are submitted, and treats the whole file as
-//! rewritten;
-//! the data I/O goes to the file's fixed place on the device, not to the
+//! Simplified: an ordered extent is one ioend (a contiguous range of one
+//! writepages call) and the pages' writeback ends after it is finished,
+//! where btrfs ends the folios' writeback in the bio's completion and
+//! finishes the ordered extent after; an extent rewritten in part is
+//! rewritten whole; the data I/O goes to the file's fixed place on the device, not to the
 //! new extent's address; preloaded files are bound to VFS inodes in the
 //! order they are opened under `subvol<N>/`; no log tree (fsync commits),
 //! no writeback of the btree inode under memory pressure (its page cache is
@@ -60,7 +61,7 @@ pub mod inode;
 pub mod locking;
 pub mod transaction;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
@@ -188,6 +189,24 @@ pub fn btrfs_thread_pool_size(cpus: usize) -> usize {
     (cpus + 2).min(8)
 }
 
+/// `btrfs_alloc_workqueue` as `btrfs_init_workqueues` makes the endio
+/// ones: WQ_UNBOUND | WQ_MEM_RECLAIM | WQ_FREEZABLE, `max_active` =
+/// `thread_pool_size`.
+fn btrfs_alloc_workqueue(m: &Machine, name: &str) -> Workqueue {
+    let flags = WqFlags {
+        unbound: true,
+        mem_reclaim: true,
+        freezable: true,
+        ..WqFlags::default()
+    };
+    alloc_workqueue(
+        m.sched(),
+        name,
+        flags,
+        btrfs_thread_pool_size(m.sched().nr_cpus()),
+    )
+}
+
 /// The mount and mkfs choices of one btrfs (`[[filesystem]] options`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BtrfsOptions {
@@ -238,38 +257,11 @@ struct BtrfsSb {
     /// VFS inodes with `BTRFS_INODE_FLUSH_ON_CLOSE` set: truncated to zero
     /// (`btrfs_setsize`), to be flushed at their last close.
     flush_on_close: RefCell<BTreeSet<u64>>,
-    /// Ordered-extent ends in progress per VFS inode (the ordered extents
-    /// `btrfs_wait_ordered_range` waits for); waiters sleep on the inode's
-    /// `i_wb_wait`.
-    ordered_in_flight: RefCell<BTreeMap<u64, u32>>,
-    /// Tasks waiting in `btrfs_wait_ordered_range` (only then does the end
-    /// of an ordered extent wake the inode's waiters).
-    ordered_waiters: Cell<u32>,
-}
-
-impl BtrfsSb {
-    /// Ordered-extent ends of VFS inode `ino` in progress.
-    fn ordered_in_flight(&self, ino: u64) -> u32 {
-        self.ordered_in_flight
-            .borrow()
-            .get(&ino)
-            .copied()
-            .unwrap_or(0)
-    }
-
-    /// One more (`up`) or one fewer ordered-extent end of `ino` in progress.
-    fn ordered_step(&self, ino: u64, up: bool) {
-        let mut o = self.ordered_in_flight.borrow_mut();
-        let n = o.entry(ino).or_insert(0);
-        if up {
-            *n += 1;
-        } else {
-            *n -= 1;
-            if *n == 0 {
-                o.remove(&ino);
-            }
-        }
-    }
+    /// `fs_info->endio_write_workers` ("btrfs-endio-write": WQ_UNBOUND |
+    /// WQ_MEM_RECLAIM | WQ_FREEZABLE, `max_active` = `thread_pool_size`):
+    /// where a written range's ordered extent is finished after its I/O
+    /// (`btrfs_finish_ordered_io`).
+    endio_write_workers: Workqueue,
 }
 
 /// The btrfs filesystem type.
@@ -358,19 +350,8 @@ impl Btrfs {
             commit_mutex: Mutex::new(m.locks().class("btrfs-commit"), m.sched()),
             next_in_subvol: RefCell::new(BTreeMap::new()),
             flush_on_close: RefCell::new(BTreeSet::new()),
-            ordered_in_flight: RefCell::new(BTreeMap::new()),
-            ordered_waiters: Cell::new(0),
-            endio_workers: alloc_workqueue(
-                m.sched(),
-                &format!("btrfs-endio/{}", sb.id),
-                WqFlags {
-                    unbound: true,
-                    mem_reclaim: true,
-                    freezable: true,
-                    ..WqFlags::default()
-                },
-                btrfs_thread_pool_size(m.sched().nr_cpus()),
-            ),
+            endio_workers: btrfs_alloc_workqueue(m, &format!("btrfs-endio/{}", sb.id)),
+            endio_write_workers: btrfs_alloc_workqueue(m, &format!("btrfs-endio-write/{}", sb.id)),
         });
         self.sbs.borrow_mut().insert(sb.id, info.clone());
         // transaction_kthread: commits every commit= seconds.
@@ -506,33 +487,38 @@ impl Filesystem for Btrfs {
         });
         queue_work(&info.endio_workers, &work);
     }
-    fn ordered_io_done<'a>(
+    fn end_io_wq(&self, m: &Rc<Machine>, sb: &SuperBlock) -> Option<Workqueue> {
+        Some(self.sb_info(m, sb).endio_write_workers.clone())
+    }
+    fn every_ioend_in_task(&self) -> bool {
+        true
+    }
+    fn end_io_work_name(&self) -> &'static str {
+        "btrfs_finish_ordered_io"
+    }
+    /// `btrfs_finish_ordered_io` of the range written, on the endio_write
+    /// workers after its I/O: the range's extents are rewritten (COW: a new
+    /// extent each, the old one dropped through a delayed ref), or, where
+    /// the file had none, a new extent covers it.
+    fn end_ordered_range<'a>(
         &'a self,
         m: &'a Rc<Machine>,
         sb: &'a Rc<SuperBlock>,
         inode: &'a InodeRef,
+        start: u64,
+        end: u64,
     ) -> LocalBoxFuture<'a, ()> {
         Box::pin(async move {
             let info = self.sb_info(m, sb);
             let fs = &info.fs;
             let (subvol, ino) = btrfs_ino(inode.ino);
-            let size = inode.st.borrow().i_size.div_ceil(PAGE_SIZE) * PAGE_SIZE;
-            if size == 0 {
-                return;
-            }
-            info.ordered_step(inode.ino, true);
-            // The whole file was rewritten (the writes the model drives
-            // rewrite whole small files): COW every extent, or a new one.
-            let old = fs.extents_in(subvol, ino, 0, size);
+            let (from, to) = (start * PAGE_SIZE, end * PAGE_SIZE);
+            let old = fs.extents_in(subvol, ino, from, to);
             if old.is_empty() {
-                btrfs_finish_ordered_new(fs, subvol, ino, 0, size).await;
+                btrfs_finish_ordered_new(fs, subvol, ino, from, to - from).await;
             }
             for x in old {
                 btrfs_finish_ordered_overwrite(fs, subvol, ino, x.offset).await;
-            }
-            info.ordered_step(inode.ino, false);
-            if info.ordered_waiters.get() > 0 {
-                inode.i_wb_wait.wake_up_all();
             }
         })
     }
@@ -554,14 +540,10 @@ impl Filesystem for Btrfs {
         Box::pin(async move {
             let info = self.sb_info(m, sb);
             if inode.st.borrow().i_size > 0 {
+                // The ordered extents end before their pages' writeback
+                // does (both on the endio_write workers), so waiting for the
+                // writeback waits for them.
                 file_write_and_wait(m, sb, inode).await;
-                let (i2, info2) = (inode.ino, info.clone());
-                info.ordered_waiters.set(info.ordered_waiters.get() + 1);
-                inode
-                    .i_wb_wait
-                    .wait_event(m.sim(), move || info2.ordered_in_flight(i2) == 0)
-                    .await;
-                info.ordered_waiters.set(info.ordered_waiters.get() - 1);
             }
             info.flush_on_close.borrow_mut().insert(inode.ino);
             truncate_setsize_zero(m, sb, inode).await;
