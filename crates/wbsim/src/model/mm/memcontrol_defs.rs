@@ -254,19 +254,31 @@ impl MemCgroup {
 
     /// The oldest files on the LRU holding pages, until they hold at least
     /// `pages` pages (all of them if they hold fewer).
+    /// Entries whose file is gone (an inode or tree block freed without
+    /// leaving the LRU) are dropped on the way.
     pub fn lru_oldest(&self, pages: u64) -> Vec<Rc<dyn LruFile>> {
         let mut v = Vec::new();
         let mut n = 0;
-        for w in self.lru.borrow().values() {
+        let mut dead = Vec::new();
+        for (k, w) in self.lru.borrow().iter() {
             if n >= pages {
                 break;
             }
-            if let Some(f) = w.upgrade() {
-                let p = f.mapping().borrow().nrpages();
-                if p > 0 {
-                    n += p;
-                    v.push(f);
+            match w.upgrade() {
+                Some(f) => {
+                    let p = f.mapping().borrow().nrpages();
+                    if p > 0 {
+                        n += p;
+                        v.push(f);
+                    }
                 }
+                None => dead.push(*k),
+            }
+        }
+        if !dead.is_empty() {
+            let mut l = self.lru.borrow_mut();
+            for k in dead {
+                l.remove(&k);
             }
         }
         v
