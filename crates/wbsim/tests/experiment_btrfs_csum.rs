@@ -13,13 +13,16 @@ use common::{run_variant, stat};
 use wbsim::experiment::results::Results;
 use wbsim::experiment::scenario::{parse_str, Scenario};
 
-/// The built-in scenario's shape, scaled down for a debug-build test.
-fn scaled() -> Scenario {
-    let mut text = String::from(
+/// The built-in scenario's shape, scaled down for a debug-build test:
+/// `readers` readers (one preloaded 4 MiB file each) in the bad cgroup on
+/// `bad_cpus` with memory.high `memory_high`, 4 dd writers with O_TRUNC, a
+/// sync loop, commit=1.
+fn small(name: &str, duration: &str, readers: u32, memory_high: &str, bad_cpus: &str) -> Scenario {
+    let mut text = format!(
         r#"
 [scenario]
-name = "e2-scaled"
-duration = "3s"
+name = "{name}"
+duration = "{duration}"
 seed = 1
 
 [machine]
@@ -40,12 +43,12 @@ type = "btrfs"
 device = "nvme0n1"
 mountpoint = "/mnt/data"
 mounted = true
-options = { commit = 1, subvolumes = 16, preload_files = 1, preload_size = "4m" }
+options = {{ commit = 1, subvolumes = {readers}, preload_files = 1, preload_size = "4m" }}
 
 [[cgroup]]
 name = "bad"
-memory_high = "16m"
-cpus = [0, 1, 2]
+memory_high = "{memory_high}"
+cpus = {bad_cpus}
 
 [[cgroup]]
 name = "good"
@@ -54,10 +57,10 @@ cpus = [3]
 [[actor]]
 name = "reader"
 cgroup = "bad"
-instances = 16
+instances = {readers}
 repeat = "forever"
 steps = [
-  { op = "read", file = "/mnt/data/subvol{instance}/file0", size = "4m", bs = "128k" },
+  {{ op = "read", file = "/mnt/data/subvol{{instance}}/file0", size = "4m", bs = "128k" }},
 ]
 
 [[actor]]
@@ -92,7 +95,19 @@ csum_lookup = "current_root"
 csum_lookup = "commit_root_for_old"
 "#,
     );
-    parse_str(&text, "e2-scaled.toml").unwrap_or_else(|e| panic!("{e}"))
+    parse_str(&text, &format!("{name}.toml")).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// 16 readers on three CPUs (what the switch changes on the read path).
+fn scaled() -> Scenario {
+    small("e2-scaled", "3s", 16, "16m", "[0, 1, 2]")
+}
+
+/// The posting's regime in small: 64 readers sharing one CPU (the bad
+/// cgroup starved of CPU, as the posting describes its readers: runnable
+/// but not running) against a device faster than that CPU can read.
+fn starved() -> Scenario {
+    small("e2-starved", "4s", 64, "64m", "[0]")
 }
 
 fn value(r: &Results, m: &str) -> f64 {
@@ -155,91 +170,6 @@ fn commit_root_for_old_takes_no_csum_tree_lock_on_the_read_path() {
     );
     // Commits stay short there (well under a second).
     assert!(value(&old, "fs.data.max_commit") < 1000.0);
-}
-
-/// The posting's regime in small: 64 readers sharing one CPU (the bad
-/// cgroup starved of CPU, as the posting describes its readers: runnable
-/// but not running) against a device faster than that CPU can read, 4 dd
-/// writers with O_TRUNC, a sync loop, commit=1.
-fn starved() -> Scenario {
-    let mut text = String::from(
-        r#"
-[scenario]
-name = "e2-starved"
-duration = "4s"
-seed = 1
-
-[machine]
-cpus = 4
-memory = "2g"
-hz = 1000
-btrfs_btree_kernel_file = false
-
-[[device]]
-name = "nvme0n1"
-profile = "nvme-dc"
-read_bw = "13000000000/s"
-write_bw = "6600000000/s"
-
-[[filesystem]]
-name = "data"
-type = "btrfs"
-device = "nvme0n1"
-mountpoint = "/mnt/data"
-mounted = true
-options = { commit = 1, subvolumes = 64, preload_files = 1, preload_size = "4m" }
-
-[[cgroup]]
-name = "bad"
-memory_high = "64m"
-cpus = [0]
-
-[[cgroup]]
-name = "good"
-cpus = [3]
-
-[[actor]]
-name = "reader"
-cgroup = "bad"
-instances = 64
-repeat = "forever"
-steps = [
-  { op = "read", file = "/mnt/data/subvol{instance}/file0", size = "4m", bs = "128k" },
-]
-
-[[actor]]
-name = "writer"
-cgroup = "good"
-instances = 4
-repeat = "forever"
-steps = [
-"#,
-    );
-    for i in 0..4 {
-        text.push_str(&format!(
-            "  {{ op = \"write\", file = \"/mnt/data/small/f{i}\", size = \"8k\", bs = \"4k\", trunc = true, exec = true }},\n"
-        ));
-    }
-    text.push_str(
-        r#"]
-
-[[actor]]
-name = "syncer"
-cgroup = "good"
-repeat = "forever"
-steps = [
-  { op = "sync", record = "sync", exec = true },
-  { op = "sleep", for = "500ms" },
-]
-
-[variants.current_root]
-csum_lookup = "current_root"
-
-[variants.commit_root_for_old]
-csum_lookup = "commit_root_for_old"
-"#,
-    );
-    parse_str(&text, "e2-starved.toml").unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

@@ -27,10 +27,9 @@ use sim::Time;
 
 use crate::model::fs::inode::InodeRef;
 use crate::model::fs::read_write::File;
+use crate::model::fs::super_::truncate_inode_pages_all;
 use crate::model::fs::sync::filemap_fdatawait;
 use crate::model::fs::vfs::{Machine, SuperBlock};
-use crate::model::mm::memcontrol::mem_cgroup_uncharge_freed;
-use crate::model::mm::page_writeback::account_delta;
 
 /// `handle_truncate` -> `do_truncate(dentry, 0, ATTR_MTIME | ATTR_CTIME |
 /// ATTR_OPEN)`: `inode_lock` (the inode's `i_rwsem`, for write) around the
@@ -59,13 +58,7 @@ pub async fn truncate_setsize_zero(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: 
             break;
         }
     }
-    let d = inode.mapping.borrow_mut().truncate_all();
-    mem_cgroup_uncharge_freed(m.mm(), inode.memcg.get(), d.cached);
-    if sb.bdi.can_writeback {
-        account_delta(m.mm(), inode.wb().as_ref(), &d);
-    } else {
-        m.mm().vm_add_shmem(d.cached);
-    }
+    let d = truncate_inode_pages_all(m, sb, inode);
     let freed = (-d.cached).max(0) as Time;
     if freed > 0 {
         m.sched().cpu(freed * sb.fs.costs().evict_page_ns).await;

@@ -40,6 +40,7 @@ pub use crate::model::fs::vfs::{flags, SuperBlock, TRUNCATE_PAGE_NS};
 use crate::model::kernel::locking::rwsem::WriteGuard;
 use crate::model::kernel::stats::{ViolationObjects, MAX_INODES};
 use crate::model::mm::backing_dev::{bdi_drop, bdi_register, bdi_unregister, wb_put, Wb};
+use crate::model::mm::filemap::Delta;
 use crate::model::mm::memcontrol::mem_cgroup_uncharge_freed;
 use crate::model::mm::page_writeback::account_delta;
 use crate::model::mm::vmscan::LruFile;
@@ -284,6 +285,22 @@ async fn evict(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef) {
     evict_as(m, sb, inode, true).await;
 }
 
+/// The bookkeeping of `truncate_inode_pages(mapping, 0)` once no page is
+/// under writeback: every page of `inode` leaves the page cache (dirty ones
+/// discarded), is uncharged from its memcg and leaves the page counters
+/// (shmem's for a filesystem without writeback). Returns the change; the
+/// caller pays the CPU (truncate and eviction alike).
+pub fn truncate_inode_pages_all(m: &Rc<Machine>, sb: &SuperBlock, inode: &InodeRef) -> Delta {
+    let d = inode.mapping.borrow_mut().truncate_all();
+    mem_cgroup_uncharge_freed(m.mm(), inode.memcg.get(), d.cached);
+    if sb.bdi.can_writeback {
+        account_delta(m.mm(), inode.wb().as_ref(), &d);
+    } else {
+        m.mm().vm_add_shmem(d.cached);
+    }
+    d
+}
+
 /// [`evict`]; `at_umount`: dirty pages left are data lost (a violation),
 /// else (an unlinked file) they are simply dropped.
 async fn evict_as(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef, at_umount: bool) {
@@ -296,8 +313,7 @@ async fn evict_as(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef, at_umo
         sb.fs.evict_blocks(sb, inode);
         sb.release_data_region(inode.disk_base);
     }
-    let d = inode.mapping.borrow_mut().truncate_all();
-    mem_cgroup_uncharge_freed(m.mm(), inode.memcg.get(), d.cached);
+    let d = truncate_inode_pages_all(m, sb, inode);
     if let Some(mc) = m.mm().memcgs().get(inode.memcg.get()) {
         mc.lru_del(inode.lru_key());
     }
@@ -322,11 +338,6 @@ async fn evict_as(m: &Rc<Machine>, sb: &Rc<SuperBlock>, inode: &InodeRef, at_umo
                 -d.dirty
             ),
         );
-    }
-    if sb.bdi.can_writeback {
-        account_delta(m.mm(), inode.wb().as_ref(), &d);
-    } else {
-        m.mm().vm_add_shmem(d.cached);
     }
     {
         let mut st = inode.st.borrow_mut();

@@ -341,9 +341,10 @@ pub trait Filesystem {
         false
     }
     /// The name of the per-inode completion work on
-    /// [`Filesystem::end_io_wq`] (XFS `xfs_end_io`).
+    /// [`Filesystem::end_io_wq`] (XFS `xfs_end_io`, btrfs
+    /// `btrfs_finish_ordered_io`). Default: iomap's.
     fn end_io_work_name(&self) -> &'static str {
-        "xfs_end_io"
+        "iomap_end_io"
     }
     /// Writeback wrote data of `sb`: metadata it changed (allocation,
     /// extent and checksum trees, size updates) now waits for the next log

@@ -755,6 +755,9 @@ impl Filesystem for Xfs {
             Some(run) => (run * 2).clamp(XFS_PREALLOC_MIN_PAGES, XFS_PREALLOC_MAX_PAGES),
         }
     }
+    fn end_io_work_name(&self) -> &'static str {
+        "xfs_end_io"
+    }
     fn end_io_wq(&self, m: &Rc<Machine>, sb: &SuperBlock) -> Option<Workqueue> {
         let wq = self
             .conv_wq
