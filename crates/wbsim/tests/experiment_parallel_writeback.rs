@@ -90,7 +90,7 @@ fn e4_throughput_scales_with_contexts_and_the_ag_hook_uses_agcount_contexts() {
     }
 
     // Every AG's AGF lock is taken and reported per AG (lock_stat classes
-    // xfs_agf:agN). AGF waits are checked at five contexts below.
+    // xfs_agf:agN). AGF waits are checked at six contexts below.
     for a in 0..AGCOUNT {
         let n = stat(
             &hook4,
@@ -101,27 +101,32 @@ fn e4_throughput_scales_with_contexts_and_the_ag_hook_uses_agcount_contexts() {
     }
 }
 
-/// AGF lock wait falls when each AG has its own flusher. At five contexts
-/// `i_ino % 5` puts the two files of some AG in two contexts, whose
-/// flushers then allocate in that AG at the same time and queue on its AGF;
-/// the hook maps each AG to one context (four of the five work), so no two
-/// flushers share an AGF. A 1.5 s run (past the first fill of the dirty
-/// limit, writeback allocating) shows it.
+/// AGF lock wait falls when each AG has its own flusher. At six contexts
+/// `i_ino % 6` gives six contexts files (the directories d0..d7 are made
+/// before fio creates its files, so each AG holds two directories, then two
+/// files: inodes 131..134 in AG 0, 128..131 in the others), and splits the
+/// two files of every AG over two of them. Six flushers allocate in four
+/// AGs: the trylock pass finds every AGF taken often enough that some
+/// flushers queue on one. The hook maps each AG to one context (four of the
+/// six work), so no two flushers share an AGF. A 1.5 s run (past the first
+/// fill of the dirty limit, writeback allocating) shows it.
 #[test]
 fn e4_agf_wait_falls_when_each_ag_has_its_own_flusher() {
     let mut s = builtin("parallel-writeback");
     s.quick_duration_ns = 1_500_000_000;
-    let ino5 = run(&s, "ino_mod", 5);
-    let hook5 = run(&s, "fs_hook", 5);
-    let (wi, wh) = (agf_sum(&ino5, "wait_total"), agf_sum(&hook5, "wait_total"));
+    let ino6 = run(&s, "ino_mod", 6);
+    let hook6 = run(&s, "fs_hook", 6);
+    let (wi, wh) = (agf_sum(&ino6, "wait_total"), agf_sum(&hook6, "wait_total"));
+    assert_eq!(stat(&ino6, "wb.data.ctx_active", "value"), 6.0);
     assert!(
-        agf_sum(&ino5, "contentions") > 100.0,
-        "ino_mod at 5 contexts: AGF contentions"
+        agf_sum(&ino6, "contentions") > 100.0,
+        "ino_mod at 6 contexts: AGF contentions {}",
+        agf_sum(&ino6, "contentions")
     );
-    assert!(wi > 1.0, "ino_mod at 5 contexts: AGF wait {wi} ms");
+    assert!(wi > 1.0, "ino_mod at 6 contexts: AGF wait {wi} ms");
     assert!(
         wh < 0.1 * wi,
-        "AGF wait: fs_hook {wh} ms, ino_mod {wi} ms at 5 contexts"
+        "AGF wait: fs_hook {wh} ms, ino_mod {wi} ms at 6 contexts"
     );
-    assert_eq!(stat(&hook5, "wb.data.ctx_active", "value"), AGCOUNT as f64);
+    assert_eq!(stat(&hook6, "wb.data.ctx_active", "value"), AGCOUNT as f64);
 }

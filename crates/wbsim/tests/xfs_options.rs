@@ -73,3 +73,37 @@ fn agcount_sets_the_allocation_groups_directories_rotate_over() {
     // The default, 4 AGs: directories 0..3 land in AG 0..3.
     assert_eq!(agf_used("inode64 = true", 3), vec![0, 1, 2]);
 }
+
+/// fio refuses a `directory=` that does not exist, so the directories of a
+/// job file are made before fio creates any file: with eight directories
+/// over four AGs each AG first takes two directory inodes, then two file
+/// inodes (AG 0: 131, 132 then 133, 134; the others 128, 129 then 130, 131).
+/// Under `ino_mod` with two contexts the files' parity then gives each
+/// context one file of every AG, four files each; had each directory been
+/// made just before its file (d0, f0, d1, f1, ...), both files of AG 0
+/// would have even numbers and the other six odd ones (two and six).
+#[test]
+fn fio_directories_are_made_before_the_files_so_inode_numbers_follow() {
+    let mut jobs = String::new();
+    for i in 0..8 {
+        jobs.push_str(&format!(
+            "[w{i}]\ndirectory=/mnt/f/d{i}\nrw=write\nsize=1m\nbs=1m\nfallocate=none\n"
+        ));
+    }
+    // Left to the flushers: the periodic writeback after dirty_expire
+    // (30 s) writes each context's files while a last job waits.
+    jobs.push_str("[late]\nfilename=/mnt/f/late\nstartdelay=36s\nrw=write\nsize=4k\n");
+    let text = format!(
+        "{}\n[variants.default]\nnr_wb_ctx = 2\nwb_ctx_assign = \"ino_mod\"\n\n[[job]]\nfilesystem = \"f\"\nfio = \"\"\"\n{jobs}\"\"\"\n",
+        BASE.replace("duration = \"2s\"", "duration = \"40s\"")
+    );
+    let r = run_text(&text);
+    let pages: Vec<f64> = (0..2)
+        .map(|c| {
+            r.stat(&format!("wb.f.ctx{c}.pages_written"), "value")
+                .unwrap_or(0.0)
+        })
+        .collect();
+    // 4 files of 1 MiB (256 pages) in each context.
+    assert_eq!(pages, vec![1024.0, 1024.0], "pages written per context");
+}

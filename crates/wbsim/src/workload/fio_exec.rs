@@ -4,6 +4,14 @@
 //! `iodepth` I/Os in flight, each a lane issuing the next I/O when its last
 //! one completes).
 //!
+//! Before any clone: the jobs' `directory=` directories exist, made in job
+//! order (`mkdir -p`) when the job file starts. fio itself refuses a
+//! `directory=` that does not exist ("is not a directory", fio 3.33), so
+//! the script that runs it has made them first, before fio creates any
+//! file; on XFS that order decides the inode numbers (directories and
+//! files take the next inodes of their AG), and so the writeback context
+//! `i_ino % nr_wb_ctx` picks.
+//!
 //! Per clone: wait `startdelay` (and, with `stonewall`, for every earlier job of
 //! the file; a job after a stonewall job starts with it), open its files (created on first use), then issue `bs`-sized
 //! reads/writes: sequential ones round-robin over the files (fio's default
@@ -66,6 +74,7 @@ use rand::Rng;
 use sim::{SimRng, Time};
 
 use super::fio::iolog::{IoSample, JobSamples};
+use super::fio::job::split_fio_list;
 use super::fio::job::BdiWrite;
 use super::fio::{Fallocate, FioJob, IoEngine, RwMode};
 use super::world::{JobStats, World};
@@ -149,6 +158,16 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
         g.total_weight
             .set(g.total_weight.get() + job.flow_weight * u64::from(job.numjobs));
     }
+    // The jobs' directories, made by the first clone to start, before it
+    // opens its files (all clones of the set start at the same instant).
+    let dirs: Vec<String> = set
+        .jobs
+        .iter()
+        .filter_map(|j| j.directory.as_deref())
+        .flat_map(split_fio_list)
+        .map(|d| resolve(&set.root, &d))
+        .collect();
+    let mkdirs: Rc<RefCell<Option<Vec<String>>>> = Rc::new(RefCell::new(Some(dirs)));
     for (ji, job) in set.jobs.iter().enumerate() {
         if job.stonewall {
             barrier = ji;
@@ -191,11 +210,16 @@ pub fn spawn_job_set(world: &Rc<World>, set: JobSet) {
             let thread = threads[inst.jobnum as usize];
             let start = set.start_ns;
             let flow = flow.clone();
+            let mkdirs = mkdirs.clone();
             world.task_started();
             let name = format!("fio:{}", inst.label);
             world.m.sched().spawn(&name, set.cgroup, 0, async move {
                 let sim = w.m.sim().clone();
                 sim.sleep_until(start.max(sim.now())).await;
+                let dirs = mkdirs.borrow_mut().take();
+                for d in dirs.iter().flatten() {
+                    w.mkdir_p(d);
+                }
                 if wait_for > 0 || wait_job.is_some() {
                     let r = running.clone();
                     done_wq

@@ -389,6 +389,24 @@ impl World {
         Ok(f)
     }
 
+    /// `mkdir -p PATH` on the filesystem mounted there now. A path on no
+    /// mounted filesystem is left alone: opening a file there reports it.
+    pub fn mkdir_p(&self, path: &str) {
+        let Some(fs) = self.fs_of_path(path) else {
+            return;
+        };
+        let Some(sb) = fs.sb.borrow().clone() else {
+            return;
+        };
+        let rel = path
+            .strip_prefix(fs.mountpoint.trim_end_matches('/'))
+            .unwrap_or(path)
+            .trim_matches('/');
+        if !rel.is_empty() {
+            sb.fs.mkdir(&self.m, &sb, rel);
+        }
+    }
+
     /// Forgets the path of `f` (after it was unlinked): the next open of
     /// that path creates a new file.
     pub fn forget_file(&self, f: &File) {

@@ -457,6 +457,13 @@ pub trait Filesystem {
         let _ = (sb, policy);
         (inode.ino % nr_wb_ctx.max(1) as u64) as usize
     }
+    /// `mkdir -p` of `dir` (a path inside the filesystem, without leading
+    /// or trailing '/'): for a filesystem whose directories decide where
+    /// later files go (XFS: a new directory takes the next AG of the rotor
+    /// and an inode there). The default keeps no directories.
+    fn mkdir(&self, m: &Machine, sb: &SuperBlock, dir: &str) {
+        let _ = (m, sb, dir);
+    }
     /// The inode number of a new regular file in directory `dir` (a path
     /// inside the filesystem, "" for the root), for a filesystem whose inode
     /// numbers mean something (XFS: the AG). None: the superblock's counter.

@@ -551,6 +551,11 @@ impl Filesystem for Xfs {
         // allocator goes around busy extents where it has other free space.
         true
     }
+    /// `xfs_dialloc` of each new directory of the path, with `inode64`:
+    /// the next AG of the rotor.
+    fn mkdir(&self, m: &Machine, sb: &SuperBlock, dir: &str) {
+        self.mount(m, sb).dir_agno(dir);
+    }
     /// `xfs_dialloc` with `inode64`: the file's inode in its directory's AG.
     fn alloc_ino(&self, m: &Machine, sb: &SuperBlock, dir: &str) -> Option<u64> {
         Some(self.mount(m, sb).alloc_file_ino(dir))
