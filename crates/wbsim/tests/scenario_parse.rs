@@ -695,3 +695,27 @@ fn o_trunc_on_a_filesystem_without_a_modelled_truncate_names_line_and_key() {
     let ok = format!("{BASE}{}", step("/mnt/x/b/f"));
     scenario::parse_str(&ok, "scenarios/x.toml").unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn cpu_cost_percent_scales_every_cpu_request_and_is_range_checked() {
+    let text = BASE.replace("[machine]\n", "[machine]\ncpu_cost_percent = 1000\n");
+    let s = scenario::parse_str(&text, "x.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.machine.cpu_cost_percent, 1000);
+    // The default is the stated cost, and is not written to results.
+    let d = scenario::parse_str(BASE, "x.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(d.machine.cpu_cost_percent, 100);
+    let json = serde_json::to_string(&d.machine).unwrap_or_default();
+    assert!(!json.contains("cpu_cost_percent"), "{json}");
+    // Out of range: the error names the line (the key's, right under
+    // [machine]) and the key.
+    for bad in ["cpu_cost_percent = 0\n", "cpu_cost_percent = 10001\n"] {
+        let text = BASE.replace("[machine]\n", &format!("[machine]\n{bad}"));
+        let e = match scenario::parse_str(&text, "scenarios/x.toml") {
+            Ok(_) => panic!("expected an error for {bad}"),
+            Err(e) => e,
+        };
+        assert_eq!(e.kind, ErrorKind::OutOfRange, "{e}");
+        assert_eq!(e.key.as_deref(), Some("cpu_cost_percent"), "{e}");
+        assert_eq!(e.line, 6, "{e}");
+    }
+}

@@ -140,6 +140,15 @@ pub struct MachineConfig {
     /// nothing; not written to results then).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tick_cost_ns: Time,
+    /// CPU time of every modelled step in percent of its stated cost
+    /// (`SchedParams::cpu_cost_percent` in
+    /// [`crate::model::kernel::sched::SchedParams`]; `[machine]
+    /// cpu_cost_percent`): 100, the default, is not written to results.
+    #[serde(
+        default = "cpu_cost_percent_native",
+        skip_serializing_if = "is_cpu_cost_native"
+    )]
+    pub cpu_cost_percent: u64,
     /// RAM never available to the page cache (kernel, workload's anonymous
     /// memory), bytes. Derived from `memory_bytes`; not part of the results.
     #[serde(skip)]
@@ -175,6 +184,7 @@ impl MachineConfig {
             wakeup_latency_ns: 0,
             btrfs_btree_kernel_file: true,
             tick_cost_ns: 0,
+            cpu_cost_percent: 100,
             reserved_bytes: default_reserved_bytes(memory_bytes),
             dirty: VmDirtyParams::default(),
             costs: CpuCosts::default(),
@@ -204,6 +214,17 @@ impl MachineConfig {
         rcu.nocb = self.rcu_nocbs;
         rcu
     }
+}
+
+/// Serde: the stated costs as they are (100 percent).
+fn cpu_cost_percent_native() -> u64 {
+    100
+}
+
+/// Serde: leave the native cost scale out of the results (they stay as they
+/// were before the key existed).
+fn is_cpu_cost_native(p: &u64) -> bool {
+    *p == 100
 }
 
 /// Serde: leave a default-true flag out of the results (they stay as they

@@ -24,6 +24,9 @@ pub const CPUS_MAX: u64 = 8192;
 /// Smallest memory accepted: 16 MiB (a sanity bound).
 pub const MEMORY_MIN: u64 = 16 << 20;
 
+/// Largest `cpu_cost_percent` accepted: 100 times the stated costs.
+pub const CPU_COST_PERCENT_MAX: u64 = 10_000;
+
 /// Allowed values of `hz` (Kconfig `HZ_100`, `HZ_250`, `HZ_300`, `HZ_1000`).
 pub const HZ_CHOICES: &[u64] = &[100, 250, 300, 1000];
 
@@ -67,6 +70,8 @@ key_table! {
             "btrfs tree blocks charged to no user memcg (AS_KERNEL_FILE, 6.18+; default true). false: charged to the reading task's memcg and reclaimable with it, as before 6.18.";
         tick_cost: Duration => |m, ns| m.tick_cost_ns = ns,
             "CPU time the scheduler tick of a busy CPU takes from the task it interrupts, every jiffy (0: none).";
+        cpu_cost_percent: Int(1, CPU_COST_PERCENT_MAX) => |m, n| m.cpu_cost_percent = n,
+            "CPU time of every modelled step, percent of its stated (native) cost: above 100 for a machine that runs kernel code slower, e.g. a QEMU TCG guest or a KASAN/lockdep kernel (default 100; a sensitivity knob, no built-in scenario sets it).";
     }
 }
 

@@ -1066,6 +1066,7 @@ impl Machine {
                 rcu: cfg.rcu_params(),
                 wakeup_latency_ns: cfg.wakeup_latency_ns,
                 tick_cost_ns: cfg.tick_cost_ns,
+                cpu_cost_percent: cfg.cpu_cost_percent,
             },
         )?);
         let mm = Rc::new(Mm::boot(

@@ -106,6 +106,15 @@ pub struct SchedParams {
     /// interrupt). 0 = ticks cost nothing. A machine parameter
     /// (`[machine] tick_cost`).
     pub tick_cost_ns: Time,
+    /// CPU time of every request ([`Sched::cpu`], [`Sched::cpu_nopreempt`]),
+    /// in percent of what the caller asks for: 100 runs the modelled steps at
+    /// their stated costs, which were measured on a native-speed kernel
+    /// (this project's host, or the kernel source's own figures); above 100
+    /// stands for a machine that runs kernel code slower (a guest under
+    /// QEMU's TCG, a kernel with KASAN or lockdep). A machine parameter for
+    /// sensitivity studies (`[machine] cpu_cost_percent`); every built-in
+    /// scenario leaves it at 100.
+    pub cpu_cost_percent: u64,
 }
 
 impl SchedParams {
@@ -118,6 +127,7 @@ impl SchedParams {
             wakeup_granularity_ns: MSEC * factor,
             sleeper_credit_ns: 3 * MSEC * factor,
             wakeup_latency_ns: 0,
+            cpu_cost_percent: 100,
             tick_ns: 1_000_000,
             tick_cost_ns: 0,
         }
@@ -583,6 +593,15 @@ impl Sched {
         }
     }
 
+    /// `ns` of CPU time as this machine's CPUs take it
+    /// ([`SchedParams::cpu_cost_percent`]).
+    fn scaled(&self, ns: Time) -> Time {
+        match self.0.params.cpu_cost_percent {
+            100 => ns,
+            pct => ns.saturating_mul(pct) / 100,
+        }
+    }
+
     /// The current task consumes `ns` of CPU time: it waits for a CPU its cgroup
     /// may use, runs, may be preempted at slice ends or by waking tasks, and the
     /// future completes once it has received `ns` of service. Dropping the future
@@ -591,7 +610,7 @@ impl Sched {
     pub fn cpu(&self, ns: Time) -> CpuWork {
         CpuWork {
             sched: self.clone(),
-            ns,
+            ns: self.scaled(ns),
             preemptible: true,
             task: None,
         }
@@ -602,7 +621,7 @@ impl Sched {
     pub fn cpu_nopreempt(&self, ns: Time) -> CpuWork {
         CpuWork {
             sched: self.clone(),
-            ns,
+            ns: self.scaled(ns),
             preemptible: false,
             task: None,
         }
@@ -1529,6 +1548,28 @@ mod tests {
         assert!(r.iter().all(|&(_, c)| c == Some(2)), "{r:?}");
         assert_eq!(r.iter().map(|&(t, _)| t).max(), Some(2 * SEC));
         assert_eq!(s.cpu_busy_ns()[2], 2 * SEC);
+    }
+
+    #[test]
+    fn cpu_cost_percent_scales_every_request() {
+        // One CPU at 300 percent: a 1 ms request takes 3 ms, a 2 ms
+        // non-preemptible one 6 ms after it.
+        let sim = Sim::new(1);
+        let p = SchedParams {
+            cpu_cost_percent: 300,
+            ..SchedParams::for_cpus(1)
+        };
+        let s = Sched::new(&sim, p);
+        let done = Rc::new(RefCell::new(Vec::new()));
+        let (s1, sm1, d1) = (s.clone(), sim.clone(), done.clone());
+        s.spawn("t", CgroupId::ROOT, 0, async move {
+            s1.cpu(MSEC).await;
+            d1.borrow_mut().push(sm1.now());
+            s1.cpu_nopreempt(2 * MSEC).await;
+            d1.borrow_mut().push(sm1.now());
+        });
+        sim.run().unwrap();
+        assert_eq!(*done.borrow(), vec![3 * MSEC, 9 * MSEC]);
     }
 
     #[test]

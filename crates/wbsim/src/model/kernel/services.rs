@@ -30,6 +30,9 @@ pub struct KernelParams {
     /// CPU time a tick takes from the task it interrupts
     /// ([`SchedParams::tick_cost_ns`]), ns.
     pub tick_cost_ns: Time,
+    /// CPU time of every request in percent of its stated cost
+    /// ([`SchedParams::cpu_cost_percent`]).
+    pub cpu_cost_percent: u64,
 }
 
 /// The kernel services of one machine.
@@ -70,6 +73,7 @@ impl Kernel {
                 wakeup_latency_ns: p.wakeup_latency_ns,
                 tick_ns,
                 tick_cost_ns: p.tick_cost_ns,
+                cpu_cost_percent: p.cpu_cost_percent,
                 ..SchedParams::for_cpus(p.cpus)
             },
         );
