@@ -74,8 +74,7 @@ use rand::Rng;
 use sim::{SimRng, Time};
 
 use super::fio::iolog::{IoSample, JobSamples};
-use super::fio::job::split_fio_list;
-use super::fio::job::BdiWrite;
+use super::fio::job::{split_fio_list, BdiWrite};
 use super::fio::{Fallocate, FioJob, IoEngine, RwMode};
 use super::world::{JobStats, World};
 use crate::model::errno::IoError;
