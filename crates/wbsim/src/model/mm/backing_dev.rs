@@ -20,7 +20,7 @@ use crate::model::kernel::workqueue::{
     DelayedWork,
 };
 use crate::model::mm::memcontrol_defs::{MemCgroup, ROOT_MEM_CGROUP_ID};
-use crate::model::mm::page_writeback::limits::BdiDirtyConfig;
+use crate::model::mm::page_writeback::limits::{BdiDirtyConfig, BDI_RATIO_SCALE};
 use crate::model::mm::state::Mm;
 use crate::model::mm::vmstat::PAGE_SIZE;
 
@@ -117,7 +117,8 @@ pub fn bdi_update_settings<R>(mm: &Mm, bdi: &Bdi, update: impl FnOnce(&mut BdiSe
 
 /// The bdi's throttling configuration from its sysfs-like settings; `max_bytes`
 /// becomes a max_ratio of the current global threshold, as `bdi_set_max_bytes`
-/// does.
+/// does: `bdi_ratio_from_pages`, in 1/BDI_RATIO_SCALE percent, rounded down
+/// (64 MiB against a 4.56 GiB threshold is 1.3709%, not a whole percent).
 fn bdi_dirty_config(mm: &Mm, s: &BdiSettings) -> BdiDirtyConfig {
     let mut c = BdiDirtyConfig {
         strictlimit: s.strict_limit,
@@ -127,19 +128,17 @@ fn bdi_dirty_config(mm: &Mm, s: &BdiSettings) -> BdiDirtyConfig {
         100
     } else {
         s.max_ratio as u64
-    };
+    } * BDI_RATIO_SCALE;
     if s.max_bytes > 0 {
-        let thresh_bytes = mm.global_thresholds().thresh * PAGE_SIZE;
-        let pct = s
-            .max_bytes
-            .saturating_mul(100)
-            .div_ceil(thresh_bytes.max(1))
-            .clamp(1, 100);
-        max = max.min(pct);
+        let pages = s.max_bytes / PAGE_SIZE;
+        let thresh = mm.global_thresholds().thresh.max(1);
+        let ratio = (u128::from(pages) * 100 * u128::from(BDI_RATIO_SCALE) / u128::from(thresh))
+            .min(u128::from(100 * BDI_RATIO_SCALE)) as u64;
+        max = max.min(ratio);
     }
     // Settings were validated by the scenario; out-of-range values keep the
     // defaults rather than panic.
-    let _ = c.set_max_ratio(max);
+    let _ = c.set_max_ratio_no_scale(max);
     let _ = c.set_min_ratio(s.min_ratio as u64);
     c
 }

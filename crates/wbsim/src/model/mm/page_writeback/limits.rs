@@ -812,7 +812,18 @@ impl BdiDirtyConfig {
                 value: percent,
             });
         }
-        let max = percent * BDI_RATIO_SCALE;
+        self.set_max_ratio_no_scale(percent * BDI_RATIO_SCALE)
+    }
+
+    /// `bdi_set_max_ratio_no_scale()` (`__bdi_set_max_ratio`): max_ratio in
+    /// 1/BDI_RATIO_SCALE percent, as `max_ratio_fine` and `max_bytes` set it.
+    pub fn set_max_ratio_no_scale(&mut self, max: u64) -> Result<(), DirtyParamError> {
+        if max > 100 * BDI_RATIO_SCALE {
+            return Err(DirtyParamError::RatioOutOfRange {
+                name: "bdi max_ratio",
+                value: max / BDI_RATIO_SCALE,
+            });
+        }
         if self.min_ratio > max {
             return Err(DirtyParamError::MinAboveMax {
                 min: self.min_ratio,
