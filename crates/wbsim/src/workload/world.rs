@@ -365,24 +365,13 @@ impl World {
     /// Opens `path` (creating it with `O_CREAT`), on the filesystem mounted
     /// there now. Files of an unmounted or remounted filesystem are forgotten.
     pub fn open(&self, path: &str) -> Result<File, String> {
-        let fs = self
-            .fs_of_path(path)
-            .ok_or_else(|| format!("{path}: on no filesystem of the scenario"))?;
-        let sb = fs
-            .sb
-            .borrow()
-            .clone()
-            .ok_or_else(|| format!("{path}: filesystem '{}' is not mounted", fs.name))?;
+        let (sb, rel) = self.mounted_at(path)?;
         if let Some(f) = self.files.borrow().get(path) {
             if Rc::ptr_eq(&f.sb, &sb) {
                 return Ok(f.clone());
             }
         }
         // The directory inside the filesystem (XFS places files by it).
-        let rel = path
-            .strip_prefix(fs.mountpoint.trim_end_matches('/'))
-            .unwrap_or(path)
-            .trim_start_matches('/');
         let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
         let f = create_file_in(&self.m, &sb, dir);
         self.files.borrow_mut().insert(path.to_string(), f.clone());
@@ -392,19 +381,30 @@ impl World {
     /// `mkdir -p PATH` on the filesystem mounted there now. A path on no
     /// mounted filesystem is left alone: opening a file there reports it.
     pub fn mkdir_p(&self, path: &str) {
-        let Some(fs) = self.fs_of_path(path) else {
-            return;
-        };
-        let Some(sb) = fs.sb.borrow().clone() else {
-            return;
-        };
+        if let Ok((sb, rel)) = self.mounted_at(path) {
+            let rel = rel.trim_end_matches('/');
+            if !rel.is_empty() {
+                sb.fs.mkdir(&self.m, &sb, rel);
+            }
+        }
+    }
+
+    /// The superblock mounted where `path` lies, and the path inside that
+    /// filesystem (without a leading '/').
+    fn mounted_at<'p>(&self, path: &'p str) -> Result<(Rc<SuperBlock>, &'p str), String> {
+        let fs = self
+            .fs_of_path(path)
+            .ok_or_else(|| format!("{path}: on no filesystem of the scenario"))?;
+        let sb = fs
+            .sb
+            .borrow()
+            .clone()
+            .ok_or_else(|| format!("{path}: filesystem '{}' is not mounted", fs.name))?;
         let rel = path
             .strip_prefix(fs.mountpoint.trim_end_matches('/'))
             .unwrap_or(path)
-            .trim_matches('/');
-        if !rel.is_empty() {
-            sb.fs.mkdir(&self.m, &sb, rel);
-        }
+            .trim_start_matches('/');
+        Ok((sb, rel))
     }
 
     /// Forgets the path of `f` (after it was unlinked): the next open of
